@@ -1,0 +1,66 @@
+# lmbook: every target sets itself up from a fresh clone (venv, Python packages, npm assets).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(abspath $(VENV))/bin
+# CPU wheel by default; GPU users: make TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128" book
+TORCH_SPEC ?= torch==2.13.0
+# nbgrader runs `alembic` (and Jupyter its kernels) by name: the venv's bin must come first.
+export PATH := $(BIN):$(PATH)
+export PYTHONHASHSEED := 0
+export MPLBACKEND := Agg
+
+STAMP := $(VENV)/.installed
+VENDOR := .vendor/static/vendor
+WIDGETS_DIST := node_modules/@jupyter-widgets/html-manager/dist
+ASSIGNMENTS := ch01
+
+.PHONY: install book book-force test test-fast lint lab exercises grade bench clean
+
+install: $(STAMP) $(VENDOR)/.done
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] >= (3, 11), "Python 3.11+ is needed, found " + sys.version' 
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet $(TORCH_SPEC)
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $@
+
+# Pinned by package-lock.json; copied into the site so built pages load nothing from the internet.
+$(VENDOR)/.done: package.json package-lock.json
+	npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	rm -rf .vendor && mkdir -p $(VENDOR)/html-manager
+	cp -r node_modules/mathjax/es5 $(VENDOR)/mathjax
+	cp node_modules/requirejs/require.js $(VENDOR)/require.js
+	cp $(WIDGETS_DIST)/embed-amd.js $(WIDGETS_DIST)/*.woff* $(WIDGETS_DIST)/*.ttf $(WIDGETS_DIST)/*.eot $(WIDGETS_DIST)/*.svg $(VENDOR)/html-manager/
+	touch $@
+
+book: install
+	$(BIN)/jupyter-book build . --all -W -n --keep-going
+	@echo "Book built: $(abspath _build/html/index.html)"
+
+# Regenerate the student notebooks in exercises/ from the nbgrader sources in solutions/.
+exercises: install
+	cd autograder && for a in $(ASSIGNMENTS); do $(BIN)/nbgrader generate_assignment $$a --force --log-level=WARN || exit 1; done
+
+test: install
+	$(BIN)/ruff check src tests bench autograder
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check src tests bench autograder
+
+lab: install
+	$(BIN)/jupyter lab exercises/
+
+# make grade SUBMISSIONS=path/to/submissions [OUT=grading]
+OUT ?= grading
+grade: install
+	$(BIN)/lmbook-grade $(SUBMISSIONS) --out $(OUT)
+
+bench: install
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf _build .vendor node_modules
