@@ -25,7 +25,8 @@ def get_device() -> torch.device:
     if requested:
         kind = requested.split(":")[0]
         if kind not in _CHOICES:
-            raise ValueError(f"LMBOOK_DEVICE={requested!r}: expected one of {', '.join(_CHOICES)} (optionally with ':index')")
+            raise ValueError(f"LMBOOK_DEVICE={requested!r}: expected one of {', '.join(_CHOICES)}, "
+                             "optionally with ':index'")
         if kind == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(f"LMBOOK_DEVICE={requested!r} but torch sees no CUDA device")
         if kind == "mps" and not torch.backends.mps.is_available():

@@ -52,8 +52,9 @@ def evaluate(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, batc
     return total / count
 
 
-def fit(model: nn.Module, train: tuple[torch.Tensor, torch.Tensor], val: tuple[torch.Tensor, torch.Tensor] | None = None,
-        *, epochs: int = 5, batch_size: int = 128, lr: float = 3e-3, seed: int = 0, clip: float | None = None,
+def fit(model: nn.Module, train: tuple[torch.Tensor, torch.Tensor],
+        val: tuple[torch.Tensor, torch.Tensor] | None = None, *, epochs: int = 5, batch_size: int = 128,
+        lr: float = 3e-3, seed: int = 0, clip: float | None = None,
         loss_fn: Callable = nn.functional.cross_entropy, progress: bool = True) -> History:
     """Train ``model`` with Adam on (inputs, targets) pairs; return the loss history."""
     device = next(model.parameters()).device

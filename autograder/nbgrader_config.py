@@ -1,0 +1,33 @@
+"""nbgrader configuration of the lmbook course.
+
+Run nbgrader from this folder (the Makefile and ``lmbook-grade`` do):
+the sources are the notebooks in ../solutions, the student versions are
+written to ../exercises. ``lmbook-grade`` reuses this file for a class's
+submissions, with its own course root in the output folder.
+"""
+
+import os
+
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+
+c = get_config()  # noqa: F821 - injected by traitlets when nbgrader loads this file
+
+c.CourseDirectory.course_id = "lmbook"
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.source_directory = "../solutions"
+c.CourseDirectory.release_directory = "../exercises"
+
+# The student's stub: a clear failure until they write their answer.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# generate_assignment must not need a database of students.
+c.GenerateAssignment.create_assignment = True
+
+# Training tasks take seconds to a minute; a hung cell is stopped and graded 0.
+c.Execute.timeout = 300
+c.Execute.interrupt_on_timeout = True
+
+# Feedback shows what failed and why, but never the hidden tests' code.
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
