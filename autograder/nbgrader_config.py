@@ -11,6 +11,8 @@ import os
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
+from lmbook.grading.feedback import HideHiddenTestTracebacks
+
 c = get_config()  # noqa: F821 - injected by traitlets when nbgrader loads this file
 
 c.CourseDirectory.course_id = "lmbook"
@@ -29,5 +31,5 @@ c.GenerateAssignment.create_assignment = True
 c.Execute.timeout = 300
 c.Execute.interrupt_on_timeout = True
 
-# Feedback shows what failed and why, but never the hidden tests' code.
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# Feedback shows what failed and why, but never the hidden tests' code (nor tracebacks quoting it).
+c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTestTracebacks, ClearHiddenTests, CSSHTMLHeaderPreprocessor]

@@ -1,0 +1,157 @@
+"""The exercise checks: right answers pass, known wrong ones fail with their misconception named."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import lmbook.functional
+import lmbook.word2vec
+from lmbook.grading.ch01 import CHECKS, check
+from lmbook.grading.checks import CheckFailed, Mutant, run_check
+
+BY_TASK = {c.task: c for c in CHECKS}
+
+
+# Right answers, written differently from the references (loops, other ops), as a student might.
+def log_softmax(x, dim=-1):
+    m = x.max(dim=dim, keepdim=True).values
+    return (x - m) - torch.log(torch.exp(x - m).sum(dim=dim, keepdim=True))
+
+
+def cross_entropy(logits, targets, ignore_index=-100):
+    logp = log_softmax(logits, -1).reshape(-1, logits.shape[-1])
+    total, count = 0.0, 0
+    for row, t in zip(logp, targets.reshape(-1).tolist(), strict=True):
+        if t != ignore_index:
+            total, count = total - row[t], count + 1
+    return total / count
+
+
+def perplexity(logits, targets, ignore_index=-100):
+    return math.exp(float(cross_entropy(logits, targets, ignore_index)))
+
+
+def ffnn_forward(context, E, W, b, U, c):
+    x = torch.cat([F.embedding(context[:, i], E) for i in range(context.shape[1])], dim=1)
+    return F.linear(torch.tanh(F.linear(x, W, b)), U, c)
+
+
+def sgns_loss(v_c, u_o, u_neg):
+    pos = F.logsigmoid(torch.einsum("bd,bd->b", u_o, v_c))
+    neg = F.logsigmoid(-torch.einsum("bkd,bd->bk", u_neg, v_c)).sum(1)
+    return -(pos + neg).mean()
+
+
+RIGHT = {"log_softmax": log_softmax, "cross_entropy": cross_entropy, "perplexity": perplexity,
+         "ffnn_forward": ffnn_forward, "sgns_loss": sgns_loss}
+
+
+@pytest.mark.parametrize("task", RIGHT)
+@pytest.mark.parametrize("hidden", [False, True])
+def test_a_correct_but_different_answer_passes(task, hidden, capsys):
+    check(task, RIGHT[task], hidden=hidden, seed=11)
+    assert "✓" in capsys.readouterr().out
+
+
+def test_float64_inputs_are_accepted_by_a_correct_answer():
+    run_check(BY_TASK["log_softmax"], lambda x, dim=-1: log_softmax(x.double(), dim), seed=3)
+
+
+MUTANTS = [(c.task, i) for c in CHECKS for i in range(len(c.mutants))]
+
+
+@pytest.mark.parametrize(("task", "index"), MUTANTS)
+def test_every_known_wrong_answer_fails_and_is_named(task, index):
+    mutant: Mutant = BY_TASK[task].mutants[index]
+
+    def answer(*args, **kwargs):  # the mistake, written as a student's own function
+        return mutant.fn(*args, **kwargs)
+
+    with pytest.raises(CheckFailed) as err:
+        for hidden in (False, True):
+            check(task, answer, hidden=hidden, seed=5)
+    assert mutant.misconception in str(err.value), f"expected the diagnosis {mutant.misconception!r}, got:\n{err.value}"
+
+
+def test_each_task_knows_at_least_three_wrong_answers():
+    for c in CHECKS:
+        if c.task != "train_lm":
+            assert len(c.mutants) >= 3, f"{c.task} has only {len(c.mutants)} mutants"
+
+
+def test_a_stub_says_it_is_not_implemented():
+    def stub(x, dim=-1):
+        raise NotImplementedError()
+    with pytest.raises(CheckFailed, match="not implemented yet"):
+        check("log_softmax", stub)
+
+
+def test_a_crash_is_reported_with_the_case_and_the_error():
+    with pytest.raises(CheckFailed, match=r"\[a \(4, 10\) batch of logits\] your code raised ZeroDivisionError"):
+        check("log_softmax", lambda x, dim=-1: 1 / 0)
+
+
+def test_a_wrong_shape_is_named_before_values():
+    with pytest.raises(CheckFailed, match=r"returned shape \(4,\), expected \(4, 10\)"):
+        check("log_softmax", lambda x, dim=-1: log_softmax(x, dim).sum(-1))
+
+
+def test_check_returns_none_so_nbgrader_sees_no_partial_credit():
+    assert check("log_softmax", log_softmax) is None
+
+
+@pytest.mark.parametrize("answer", [
+    lmbook.functional.log_softmax,
+    torch.log_softmax,
+    lambda x, dim=-1: torch.log_softmax(x, dim),
+    lambda x, dim=-1: x.log_softmax(dim),
+    lambda x, dim=-1: x - torch.logsumexp(x, dim, keepdim=True),
+    lambda x, dim=-1: lmbook.functional.log_softmax(x, dim),
+])
+def test_ready_made_log_softmax_gets_no_credit(answer):
+    with pytest.raises(CheckFailed, match="not graded"):
+        check("log_softmax", answer)
+
+
+def _helper_that_cheats(x, dim):
+    return torch.log_softmax(x, dim)
+
+
+def test_a_ready_made_op_hidden_in_a_helper_is_found(monkeypatch):
+    def answer(x, dim=-1):
+        return _helper_that_cheats(x, dim)
+    monkeypatch.setattr(_helper_that_cheats, "__module__", "__main__")  # as if written in the notebook
+    with pytest.raises(CheckFailed, match="not graded"):
+        check("log_softmax", answer)
+
+
+def test_lmbook_word2vec_answer_gets_no_credit():
+    with pytest.raises(CheckFailed, match="not graded"):
+        check("sgns_loss", lmbook.word2vec.sgns_loss)
+
+
+def test_own_log_softmax_may_be_used_in_cross_entropy():
+    check("cross_entropy", cross_entropy)  # calls the student's own log_softmax: allowed
+
+
+def test_failure_renders_without_a_traceback_of_grading_code():
+    with pytest.raises(CheckFailed) as err:
+        check("log_softmax", lambda x, dim=-1: x)
+    rendered = "\n".join(err.value._render_traceback_())
+    assert "checks.py" not in rendered and "Traceback" not in rendered
+    assert "log_softmax" in rendered
+
+
+def test_feedback_preprocessor_strips_tracebacks_that_quote_hidden_tests():
+    import nbformat
+
+    from lmbook.grading.feedback import HideHiddenTestTracebacks
+
+    cell = nbformat.v4.new_code_cell("### BEGIN HIDDEN TESTS\ncheck('x', f, hidden=True, seed=99)\n### END HIDDEN TESTS")
+    cell.outputs = [nbformat.v4.new_output("error", ename="NameError", evalue="name 'f' is not defined",
+                                           traceback=["----> 2 check('x', f, hidden=True, seed=99)", "NameError"])]
+    nb = nbformat.v4.new_notebook(cells=[cell])
+    out, _ = HideHiddenTestTracebacks()(nb, {})
+    assert out.cells[0].outputs[0]["traceback"] == ["NameError: name 'f' is not defined"]
