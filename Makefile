@@ -15,7 +15,7 @@ VENDOR := .vendor/static/vendor
 WIDGETS_DIST := node_modules/@jupyter-widgets/html-manager/dist
 ASSIGNMENTS := ch01
 
-.PHONY: install book book-force test test-fast lint lab exercises grade bench clean
+.PHONY: install book test lint lab exercises grade grade-demo bench clean
 
 install: $(STAMP) $(VENDOR)/.done
 
@@ -28,11 +28,12 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # Pinned by package-lock.json; copied into the site so built pages load nothing from the internet.
-$(VENDOR)/.done: package.json package-lock.json
+$(VENDOR)/.done: package.json package-lock.json book/_js/widgets-require-config.js
 	npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	rm -rf .vendor && mkdir -p $(VENDOR)/html-manager
 	cp -r node_modules/mathjax/es5 $(VENDOR)/mathjax
 	cp node_modules/requirejs/require.js $(VENDOR)/require.js
+	cp book/_js/widgets-require-config.js $(VENDOR)/
 	cp $(WIDGETS_DIST)/embed-amd.js $(WIDGETS_DIST)/*.woff* $(WIDGETS_DIST)/*.ttf $(WIDGETS_DIST)/*.eot $(WIDGETS_DIST)/*.svg $(VENDOR)/html-manager/
 	touch $@
 
@@ -59,8 +60,13 @@ OUT ?= grading
 grade: install
 	$(BIN)/lmbook-grade $(SUBMISSIONS) --out $(OUT)
 
+# Grade the sample submissions (correct, blank, partly wrong, broken) into grading-demo/.
+grade-demo: install
+	rm -rf grading-demo && $(BIN)/python autograder/make_samples.py grading-demo/submissions
+	$(BIN)/lmbook-grade grading-demo/submissions --out grading-demo
+
 bench: install
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf _build .vendor node_modules
+	rm -rf _build .vendor node_modules grading-demo

@@ -149,7 +149,8 @@ def test_feedback_preprocessor_strips_tracebacks_that_quote_hidden_tests():
 
     from lmbook.grading.feedback import HideHiddenTestTracebacks
 
-    cell = nbformat.v4.new_code_cell("### BEGIN HIDDEN TESTS\ncheck('x', f, hidden=True, seed=99)\n### END HIDDEN TESTS")
+    hidden = "### BEGIN HIDDEN TESTS\ncheck('x', f, hidden=True, seed=99)\n### END HIDDEN TESTS"
+    cell = nbformat.v4.new_code_cell(hidden)
     cell.outputs = [nbformat.v4.new_output("error", ename="NameError", evalue="name 'f' is not defined",
                                            traceback=["----> 2 check('x', f, hidden=True, seed=99)", "NameError"])]
     nb = nbformat.v4.new_notebook(cells=[cell])

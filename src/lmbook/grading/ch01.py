@@ -71,8 +71,8 @@ LOG_SOFTMAX = Check(
         Case("very negative logits (around -1000)", _logits((3, 9), scale=10.0, offset=-1000.0)),
     ],
     mutants=[
-        Mutant(_naive_log_softmax, "exp overflows (or underflows) for large logits: subtract the maximum along `dim` before "
-                                   "exponentiating (log-softmax is unchanged by that shift)"),
+        Mutant(_naive_log_softmax, "exp overflows (or underflows) for large logits: subtract the maximum along "
+                                   "`dim` before exponentiating (log-softmax is unchanged by that shift)"),
         Mutant(lambda x, dim=-1: torch.log(torch.softmax(x, dim=dim)),
                "log of softmax underflows: a tiny probability becomes 0 and its log -inf; compute "
                "x - max - log(sum(exp(x - max))) instead"),
