@@ -17,6 +17,7 @@ if matplotlib.get_backend().lower() in ("agg", ""):
     matplotlib.use("Agg")
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
 from .train import History
 
@@ -29,6 +30,7 @@ def plot_history(histories: dict[str, History], ax=None, metric: str = "val", lo
         values = getattr(h, metric)
         ax.plot(range(1, len(values) + 1), values, marker="o", label=name)
     ax.set_xlabel("epoch")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole numbers
     ax.set_ylabel(f"{'validation' if metric == 'val' else 'training'} cross-entropy (nats)")
     if log_y:
         ax.set_yscale("log")
