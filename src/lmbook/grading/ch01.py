@@ -206,7 +206,7 @@ def _ffnn_with(act=torch.tanh, flip=False, use_b=True, use_c=True, post=None):
 
 FFNN_FORWARD = Check(
     task="ffnn_forward",
-    what="logits = U tanh(W [e_1; ...; e_n] + b) + c",
+    what="logits = U tanh(W z + b) + c, z = [e_{t-m}; ...; e_{t-1}]",
     reference=_ffnn_ref,
     compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=1e-4, atol=1e-4, dim=None),
     cases=[
@@ -266,7 +266,7 @@ def _sgns_with(neg_sign=-1.0, reduce="mean", naive=False, with_neg=True, neg_red
 
 SGNS_LOSS = Check(
     task="sgns_loss",
-    what="-log σ(u_o·v_c) - Σ_k log σ(-u_k·v_c), averaged over the batch",
+    what="-log σ(u_o·v_c) - Σ_j log σ(-u_{n_j}·v_c), averaged over the batch",
     reference=_sgns_ref,
     compare=lambda out, ref: describe_scalar_mismatch(out, ref, rtol=1e-4, atol=1e-5),
     cases=[
