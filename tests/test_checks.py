@@ -156,3 +156,32 @@ def test_feedback_preprocessor_strips_tracebacks_that_quote_hidden_tests():
     nb = nbformat.v4.new_notebook(cells=[cell])
     out, _ = HideHiddenTestTracebacks()(nb, {})
     assert out.cells[0].outputs[0]["traceback"] == ["NameError: name 'f' is not defined"]
+
+
+def test_train_lm_is_retrained_when_the_student_redefines_it(monkeypatch):
+    import lmbook.grading.ch01 as ch01
+
+    calls = []
+
+    def make_answer(tag):
+        def train_lm(train_ids, vocab_size):
+            calls.append(tag)
+            raise ValueError("stop here")  # enough to see which definition ran
+        return train_lm
+
+    for tag in ("first", "second"):
+        with pytest.raises(ValueError):
+            check("train_lm", make_answer(tag))
+    assert calls == ["first", "second"], calls
+    assert len(ch01._trained) == 0
+
+
+def test_bigram_baseline_matches_a_hand_count():
+    from lmbook.grading.ch01 import bigram_perplexity
+
+    train, test = torch.tensor([0, 1, 0, 1, 0, 0]), torch.tensor([0, 1, 0])
+    # add-k counts, k=0.01, V=2: from 0 -> (0: 1, 1: 2) ; from 1 -> (0: 2, 1: 0)
+    p01 = 2.01 / 3.02
+    p10 = 2.01 / 2.02
+    expected = math.exp(-(math.log(p01) + math.log(p10)) / 2)
+    assert bigram_perplexity(train, test, 2) == pytest.approx(expected)
