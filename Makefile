@@ -15,7 +15,7 @@ VENDOR := .vendor/static/vendor
 WIDGETS_DIST := node_modules/@jupyter-widgets/html-manager/dist
 ASSIGNMENTS := ch01
 
-.PHONY: install book test lint lab exercises grade grade-demo bench clean
+.PHONY: install book book-instructor test lint lab exercises grade grade-demo bench clean
 
 install: $(STAMP) $(VENDOR)/.done
 
@@ -41,16 +41,21 @@ book: install
 	$(BIN)/jupyter-book build . --all -W -n --keep-going
 	@echo "Book built: $(abspath _build/html/index.html)"
 
+# The instructor's edition: the book plus the solutions (with hidden tests). Not for publishing to students.
+book-instructor: install
+	$(BIN)/jupyter-book build . --all -W -n --keep-going --toc _toc_instructor.yml --path-output _build/instructor
+	@echo "Instructor edition built: $(abspath _build/instructor/_build/html/index.html)"
+
 # Regenerate the student notebooks in exercises/ from the nbgrader sources in solutions/.
 exercises: install
 	cd autograder && for a in $(ASSIGNMENTS); do $(BIN)/nbgrader generate_assignment $$a --force --log-level=WARN || exit 1; done
 
 test: install
-	$(BIN)/ruff check src tests bench autograder
+	$(BIN)/ruff check src tests bench autograder book/_ext
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: install
-	$(BIN)/ruff check src tests bench autograder
+	$(BIN)/ruff check src tests bench autograder book/_ext
 
 lab: install
 	$(BIN)/jupyter lab exercises/

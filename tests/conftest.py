@@ -1,4 +1,8 @@
 import os
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,3 +14,50 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+def _build(src: Path, *extra: str) -> None:
+    r = subprocess.run([str(Path(sys.executable).parent / "jupyter-book"), "build", str(src), "--all", "-W", "-n",
+                        "--keep-going", *extra], capture_output=True, text=True)
+    assert r.returncode == 0, f"book build failed:\n{r.stdout[-5000:]}\n{r.stderr[-5000:]}"
+
+
+@pytest.fixture(scope="session")
+def book_copy(tmp_path_factory) -> Path:
+    """A copy of the repository's tracked files (and the npm assets) with an empty execution cache."""
+    src = tmp_path_factory.mktemp("book")
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    for f in files:
+        if (ROOT / f).is_file():
+            (src / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, src / f)
+    assert (ROOT / ".vendor" / "static").is_dir(), "run `make install` first: the npm assets are missing"
+    shutil.copytree(ROOT / ".vendor", src / ".vendor")
+    # Cache mode on an empty cache executes every notebook (a clean build), and lets the
+    # instructor edition below reuse those executions instead of running every chapter again.
+    config = src / "_config.yml"
+    config.write_text(re.sub(r"execute_notebooks: \w+", "execute_notebooks: cache", config.read_text()))
+    return src
+
+
+@pytest.fixture(scope="session")
+def site(book_copy) -> Path:
+    """The reader's edition, built from scratch with warnings as errors."""
+    _build(book_copy)
+    return book_copy / "_build" / "html"
+
+
+@pytest.fixture(scope="session")
+def instructor_site(site, book_copy) -> Path:
+    """The instructor's edition (solutions included), built after the reader's edition."""
+    out = book_copy / "_build" / "instructor"
+    config = book_copy / "_config.yml"
+    text = config.read_text()
+    # share the reader's edition's execution cache
+    config.write_text(text.replace("execute:\n", f"execute:\n  cache: {book_copy / '_build' / '.jupyter_cache'}\n", 1))
+    try:
+        _build(book_copy, "--toc", str(book_copy / "_toc_instructor.yml"), "--path-output", str(out))
+    finally:
+        config.write_text(text)
+    return out / "_build" / "html"

@@ -47,21 +47,56 @@ def figure_to_png(fig) -> bytes:
     return buf.getvalue()
 
 
-def slider_figure(draw: Callable[[object], object], values: Sequence, description: str = "value") -> widgets.VBox:
-    """An interactive figure that works without a kernel.
+def _control(name: str, values: list) -> widgets.ValueWidget:
+    """A slider for numbers, a dropdown for anything else; both sync their ``index`` to the browser."""
+    layout = widgets.Layout(width="420px")
+    style = {"description_width": "initial"}
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return widgets.SelectionSlider(options=[str(v) for v in values], index=0, description=name,
+                                       continuous_update=True, style=style, layout=layout)
+    return widgets.Dropdown(options=[str(v) for v in values], index=0, description=name, style=style, layout=layout)
 
-    ``draw(value)`` must return a matplotlib figure; it is called once per value
-    now, and the images are shown one at a time as the slider moves.
+
+def interactive_figure(draw: Callable[..., object], params: dict[str, Sequence], *, live: bool = False) -> widgets.Box:
+    """An interactive figure of one or two parameters that works without a kernel.
+
+    ``params`` maps each parameter's name to its values; ``draw(*values)`` returns a
+    matplotlib figure. Every combination is drawn now, and jslink'ed controls pick
+    which image shows, in the browser: the figure responds on the static HTML page.
+    With two parameters, an outer ``Stack`` (first control) holds one inner ``Stack``
+    per first value (second control). ``live=True`` instead returns an ipywidgets
+    ``interactive`` that redraws in a running kernel (no precomputation).
     """
-    values = list(values)
-    if not values:
-        raise ValueError("slider_figure needs at least one value")
-    images = [widgets.Image(value=figure_to_png(draw(v)), format="png") for v in values]
-    stack = widgets.Stack(images, selected_index=0)
-    slider = widgets.SelectionSlider(options=[str(v) for v in values], index=0,
-                                     description=description, continuous_update=True,
-                                     style={"description_width": "initial"},
-                                     layout=widgets.Layout(width="420px"))
-    # "index" is the synced trait of a SelectionSlider ("value" lives only in Python)
-    widgets.jslink((slider, "index"), (stack, "selected_index"))
-    return widgets.VBox([slider, stack])
+    if not 1 <= len(params) <= 2:
+        raise ValueError(f"interactive_figure takes one or two parameters, got {len(params)}")
+    names = list(params)
+    values = [list(params[n]) for n in names]
+    if any(len(v) == 0 for v in values):
+        raise ValueError("every parameter needs at least one value")
+    controls = [_control(n, v) for n, v in zip(names, values, strict=True)]
+    if live:
+        from IPython.display import display
+
+        def show(**chosen):
+            display(draw(*(values[k][controls[k].options.index(chosen[n])] for k, n in enumerate(names))))
+
+        return widgets.interactive(show, **dict(zip(names, controls, strict=True)))
+
+    def image(*args) -> widgets.Image:
+        return widgets.Image(value=figure_to_png(draw(*args)), format="png")
+
+    if len(names) == 1:
+        view = widgets.Stack([image(v) for v in values[0]], selected_index=0)
+    else:
+        inner = [widgets.Stack([image(a, b) for b in values[1]], selected_index=0) for a in values[0]]
+        for stack in inner:
+            widgets.jslink((controls[1], "index"), (stack, "selected_index"))
+        view = widgets.Stack(inner, selected_index=0)
+    # "index" is the synced trait of a selection control ("value" exists only in Python)
+    widgets.jslink((controls[0], "index"), (view, "selected_index"))
+    return widgets.VBox([*controls, view])
+
+
+def slider_figure(draw: Callable[[object], object], values: Sequence, description: str = "value") -> widgets.Box:
+    """One slider over ``values``: shorthand for ``interactive_figure(draw, {description: values})``."""
+    return interactive_figure(draw, {description: values})
