@@ -15,7 +15,7 @@ VENDOR := .vendor/static/vendor
 WIDGETS_DIST := node_modules/@jupyter-widgets/html-manager/dist
 ASSIGNMENTS := ch01
 
-.PHONY: install book book-instructor test lint lab exercises grade grade-demo bench clean
+.PHONY: install book book-instructor bench-quick test lint lab exercises grade grade-demo bench clean
 
 install: $(STAMP) $(VENDOR)/.done
 
@@ -70,8 +70,13 @@ grade-demo: install
 	rm -rf grading-demo && $(BIN)/python autograder/make_samples.py grading-demo/submissions
 	$(BIN)/lmbook-grade grading-demo/submissions --out grading-demo
 
+# Full benchmarks (about 10 minutes): BENCHMARKS.md and bench/results.json, read by the chapters' "expected" boxes.
 bench: install
 	$(BIN)/python bench/run.py
+
+# Under 5 minutes, into bench/quick/ (the published results are untouched).
+bench-quick: install
+	$(BIN)/python bench/run.py --quick
 
 clean:
 	rm -rf _build .vendor node_modules grading-demo

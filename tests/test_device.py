@@ -34,3 +34,15 @@ def test_seed_everything_makes_torch_draws_repeatable():
     g = seed_everything(123)
     assert torch.equal(a, torch.randn(5)), "the same seed gave different torch.randn draws"
     assert torch.equal(torch.randn(3, generator=g), torch.randn(3, generator=torch.Generator().manual_seed(123)))
+
+
+def test_default_seed_is_zero_unless_lmbook_seed_is_set(monkeypatch):
+    from lmbook import default_seed
+
+    monkeypatch.delenv("LMBOOK_SEED", raising=False)
+    assert default_seed() == 0
+    monkeypatch.setenv("LMBOOK_SEED", "7")
+    assert default_seed() == 7
+    monkeypatch.setenv("LMBOOK_SEED", "seven")
+    with pytest.raises(ValueError, match="expected an integer"):
+        default_seed()

@@ -10,7 +10,7 @@
 - ``lmbook.grading``: declarative checks used by the exercises and the autograder
 """
 
-from .device import get_device, seed_everything
+from .device import default_seed, get_device, seed_everything
 
-__all__ = ["get_device", "seed_everything"]
+__all__ = ["default_seed", "get_device", "seed_everything"]
 __version__ = "0.1.0"

@@ -115,14 +115,12 @@ def _read_results(st: Student, course: Path, assignment: str, autograded: Path) 
 
     nb = nbformat.read(autograded, as_version=4)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        for cell in nb.cells:
-            meta = cell.metadata.get("nbgrader", {})
-            if cell.cell_type != "code" or not meta.get("grade"):
-                continue
-            task = _task_of(meta["grade_id"])
-            g = gb.find_grade(meta["grade_id"], autograded.stem, assignment, st.sid)
-            score, maxp = st.tasks.get(task, (0.0, 0.0))
-            st.tasks[task] = (score + float(g.score), maxp + float(g.max_score))
+        # The gradebook's own list of graded cells, not the student's notebook: nothing a student
+        # deletes or renames can drop a test from the total.
+        for cell in gb.find_notebook(autograded.stem, assignment).grade_cells:
+            g = gb.find_grade(cell.name, autograded.stem, assignment, st.sid)
+            score, maxp = st.tasks.get(_task_of(cell.name), (0.0, 0.0))
+            st.tasks[_task_of(cell.name)] = (score + float(g.score), maxp + float(g.max_score))
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         task = _task_of(meta.get("grade_id", ""))

@@ -39,6 +39,15 @@ def get_device() -> torch.device:
     return torch.device("cpu")
 
 
+def default_seed() -> int:
+    """The seed chapters use: 0, or ``LMBOOK_SEED`` (benchmarks rerun chapters with other seeds)."""
+    value = os.environ.get("LMBOOK_SEED", "0")
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"LMBOOK_SEED={value!r}: expected an integer") from None
+
+
 def seed_everything(seed: int) -> torch.Generator:
     """Seed Python, NumPy and torch (all devices); return a CPU generator seeded the same way."""
     random.seed(seed)

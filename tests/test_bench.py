@@ -1,0 +1,54 @@
+"""The benchmark scripts work (at their smallest settings) and report every figure. No timing is asserted."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "run.py"), "--tiny", "--out", str(out)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return json.loads((out / "results.json").read_text()), (out / "BENCHMARKS.md").read_text()
+
+
+def test_every_chapter_is_measured_with_time_memory_and_models(tiny):
+    results, _ = tiny
+    chapters = {p.stem for p in (ROOT / "book").glob("ch*.md")}
+    assert set(results["chapters"]) == chapters
+    for chapter, by_device in results["chapters"].items():
+        cpu = by_device["cpu"]
+        assert cpu["seconds"]["median"] > 0 and cpu["peak_rss_mib"]["median"] > 50, chapter
+        assert cpu["models"], f"{chapter}: no trained model's result was read from the chapter's glue"
+
+
+def test_chapter_one_results_are_the_chapters_own_and_respect_the_floor(tiny):
+    models = tiny[0]["chapters"]["ch01_feedforward_lm"]["cpu"]["models"]
+    floor = models["floor_ppl"]["median"]
+    assert models["best_ppl"]["ratio_to_floor"] == pytest.approx(models["best_ppl"]["median"] / floor)
+    assert floor < models["best_ppl"]["median"] < models["bigram_ppl"]["median"]
+
+
+def test_builtin_comparisons_and_grading_throughput_are_reported(tiny):
+    results, text = tiny
+    assert {"log_softmax", "cross_entropy"} <= set(results["builtins"])
+    assert all(e["ratio"] > 0 for e in results["builtins"].values())
+    g = results["grading"]
+    assert g["lmbook_grade"]["per_minute"] > 0 and g["nbgrader_autograde"]["per_minute"] > 0
+    for heading in ("## Chapter notebooks", "## Trained models", "## From scratch", "## Grading"):
+        assert heading in text
+
+
+def test_published_results_cover_every_chapter_the_book_has():
+    published = json.loads((ROOT / "bench" / "results.json").read_text())
+    assert published["mode"] == "full", "bench/results.json should come from a full `make bench` run"
+    assert {p.stem for p in (ROOT / "book").glob("ch*.md")} <= set(published["chapters"])
+    assert (ROOT / "BENCHMARKS.md").read_text().startswith("# lmbook benchmarks")
