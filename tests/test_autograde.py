@@ -118,3 +118,23 @@ def test_lms_zip_is_graded_like_folders(tmp_path):
     assert set(rows) == {"blank", "zoe"}
     assert rows["blank"]["total"] == "0" and rows["blank"]["status"] == "graded"
     assert rows["zoe"]["status"].startswith("unreadable notebook")
+
+
+def test_a_zip_entry_pointing_outside_the_archive_is_skipped_not_fatal(tmp_path):
+    subs = tmp_path / "subs"
+    make_samples(subs)
+    archive = tmp_path / "class.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.write(subs / "blank" / "ch01_feedforward_lm.ipynb", "blank/ch01_feedforward_lm.ipynb")
+        zf.writestr("../../escaped.ipynb", "{}")
+    r = _grade(archive, tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert "skipped an entry" in r.stderr
+    assert not (tmp_path.parent / "escaped.ipynb").exists() and not (tmp_path / "escaped.ipynb").exists()
+    with (tmp_path / "out" / "grades.csv").open() as f:
+        assert [row["student"] for row in csv.DictReader(f)] == ["blank"]
+
+
+def test_missing_submissions_folder_is_a_clear_error(tmp_path):
+    r = _grade(tmp_path / "nowhere", tmp_path / "out")
+    assert r.returncode != 0 and "not a folder or a .zip" in r.stderr

@@ -50,13 +50,19 @@ def _safe_id(name: str) -> str:
 
 
 def _extract_zip(path: Path, dest: Path) -> Path:
-    """Unpack an LMS zip, refusing entries that would land outside ``dest``."""
-    with zipfile.ZipFile(path) as zf:
+    """Unpack an LMS zip, skipping (and reporting) entries that would land outside ``dest``."""
+    try:
+        zf = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as e:
+        raise SystemExit(f"{path}: not a readable zip file ({e})") from None
+    with zf:
         for info in zf.infolist():
             target = (dest / info.filename).resolve()
             if not target.is_relative_to(dest.resolve()):
-                raise ValueError(f"{path.name}: refusing unsafe path in zip: {info.filename!r}")
-        zf.extractall(dest)
+                print(f"warning: {path.name}: skipped an entry that points outside the archive: {info.filename!r}",
+                      file=sys.stderr)
+                continue
+            zf.extract(info, dest)
     return dest
 
 
