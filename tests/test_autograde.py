@@ -52,9 +52,7 @@ def graded(tmp_path_factory):
     before = _digest(subs)
     r = _grade(subs, tmp / "out")
     assert r.returncode == 0, r.stdout + r.stderr
-    with (tmp / "out" / "grades.csv").open() as f:
-        rows = {row["student"]: row for row in csv.DictReader(f)}
-    return {"rows": rows, "out": tmp / "out", "subs": subs, "before": before, "stdout": r.stdout}
+    return {"rows": _rows(tmp / "out"), "out": tmp / "out", "subs": subs, "before": before, "stdout": r.stdout}
 
 
 @pytest.mark.parametrize("student", EXPECTED)
@@ -102,37 +100,46 @@ def test_gradebook_holds_the_same_scores(graded):
             assert gb.find_submission("ch01", student).score == total, student
 
 
-def test_lms_zip_is_graded_like_folders(tmp_path):
+def _zip_of_samples(tmp_path: Path, entries: dict[str, str | None]) -> Path:
+    """A zip whose entries are sample notebooks (by sample name) or, for None, a stray text entry."""
     subs = tmp_path / "subs"
     make_samples(subs)
     archive = tmp_path / "class.zip"
     with zipfile.ZipFile(archive, "w") as zf:
-        zf.write(subs / "blank" / "ch01_feedforward_lm.ipynb", "blank/ch01_feedforward_lm.ipynb")
-        # LMS style: flat, renamed "<student>_<id>_<file>.ipynb"
-        zf.write(subs / "not_a_notebook" / "ch01_feedforward_lm.ipynb", "zoe_4411_ch01.ipynb")
+        for name, sample in entries.items():
+            if sample is None:
+                zf.writestr(name, "{}")
+            else:
+                zf.write(subs / sample / "ch01_feedforward_lm.ipynb", name)
     shutil.rmtree(subs)
+    return archive
+
+
+def _rows(out: Path) -> dict[str, dict]:
+    with (out / "grades.csv").open() as f:
+        return {row["student"]: row for row in csv.DictReader(f)}
+
+
+def test_lms_zip_is_graded_like_folders(tmp_path):
+    archive = _zip_of_samples(tmp_path, {
+        "blank/ch01_feedforward_lm.ipynb": "blank",
+        "zoe_4411_ch01.ipynb": "not_a_notebook",  # LMS style: flat, renamed "<student>_<id>_<file>.ipynb"
+    })
     r = _grade(archive, tmp_path / "out")
     assert r.returncode == 0, r.stderr
-    with (tmp_path / "out" / "grades.csv").open() as f:
-        rows = {row["student"]: row for row in csv.DictReader(f)}
+    rows = _rows(tmp_path / "out")
     assert set(rows) == {"blank", "zoe"}
     assert rows["blank"]["total"] == "0" and rows["blank"]["status"] == "graded"
     assert rows["zoe"]["status"].startswith("unreadable notebook")
 
 
 def test_a_zip_entry_pointing_outside_the_archive_is_skipped_not_fatal(tmp_path):
-    subs = tmp_path / "subs"
-    make_samples(subs)
-    archive = tmp_path / "class.zip"
-    with zipfile.ZipFile(archive, "w") as zf:
-        zf.write(subs / "blank" / "ch01_feedforward_lm.ipynb", "blank/ch01_feedforward_lm.ipynb")
-        zf.writestr("../../escaped.ipynb", "{}")
+    archive = _zip_of_samples(tmp_path, {"blank/ch01_feedforward_lm.ipynb": "blank", "../../escaped.ipynb": None})
     r = _grade(archive, tmp_path / "out")
     assert r.returncode == 0, r.stderr
     assert "skipped an entry" in r.stderr
     assert not (tmp_path.parent / "escaped.ipynb").exists() and not (tmp_path / "escaped.ipynb").exists()
-    with (tmp_path / "out" / "grades.csv").open() as f:
-        assert [row["student"] for row in csv.DictReader(f)] == ["blank"]
+    assert list(_rows(tmp_path / "out")) == ["blank"]
 
 
 def test_missing_submissions_folder_is_a_clear_error(tmp_path):
