@@ -91,3 +91,9 @@ def test_instructor_edition_includes_the_solutions(instructor_site):
     text = re.sub(r"<[^>]+>", "", html)
     assert "BEGIN SOLUTION" in text and "BEGIN HIDDEN TESTS" in text
     assert (instructor_site / "book" / "ch01_feedforward_lm.html").exists()
+
+
+def test_site_root_serves_a_favicon(site):
+    # Browsers request /favicon.ico for pages without an icon link (the root redirect page):
+    # without the file, that request is a 404 in the console.
+    assert (site / "favicon.ico").stat().st_size > 0
