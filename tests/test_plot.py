@@ -4,7 +4,7 @@ import pytest
 from ipywidgets.widgets.widget import _instances
 from ipywidgets.widgets.widget_link import Link
 
-from lmbook.plot import interactive_figure, slider_figure
+from lmbook.plot import interactive_figure
 
 
 def _draw(*args):
@@ -23,7 +23,7 @@ def _linked(source, target) -> bool:
 
 
 def test_one_parameter_precomputes_one_image_per_value():
-    box = slider_figure(_draw, [1, 2, 3], description="v")
+    box = interactive_figure(_draw, {"v": [1, 2, 3]})
     slider, stack = box.children
     assert isinstance(slider, widgets.SelectionSlider) and isinstance(stack, widgets.Stack)
     assert all(_png(c).startswith(b"\x89PNG") for c in stack.children)
@@ -31,7 +31,7 @@ def test_one_parameter_precomputes_one_image_per_value():
 
 
 def test_slider_is_linked_in_the_browser_not_in_python():
-    slider, stack = slider_figure(_draw, [1, 2]).children
+    slider, stack = interactive_figure(_draw, {"v": [1, 2]}).children
     assert _linked((slider, "index"), (stack, "selected_index")), "jslink makes the figure work on a static page"
 
 

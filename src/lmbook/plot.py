@@ -1,7 +1,7 @@
 """Plotting helpers: consistent figures, and interactive figures that need no kernel.
 
 An interactive figure here is a set of *precomputed* images in an ipywidgets
-``Stack``, whose ``selected_index`` is ``jslink``-ed to a slider. The link runs
+``Stack``, whose ``selected_index`` is ``jslink``-ed to a slider or dropdown. The link runs
 in the browser, so the figure responds on the static HTML page with no Python
 behind it, and just the same in Jupyter.
 """
@@ -96,7 +96,3 @@ def interactive_figure(draw: Callable[..., object], params: dict[str, Sequence],
     widgets.jslink((controls[0], "index"), (view, "selected_index"))
     return widgets.VBox([*controls, view])
 
-
-def slider_figure(draw: Callable[[object], object], values: Sequence, description: str = "value") -> widgets.Box:
-    """One slider over ``values``: shorthand for ``interactive_figure(draw, {description: values})``."""
-    return interactive_figure(draw, {description: values})
