@@ -15,7 +15,7 @@ VENDOR := .vendor/static/vendor
 WIDGETS_DIST := node_modules/@jupyter-widgets/html-manager/dist
 ASSIGNMENTS := ch01
 
-.PHONY: install book book-instructor bench-quick test lint lab exercises grade grade-demo bench clean
+.PHONY: system-deps install book book-instructor bench-quick test lint lab exercises grade grade-demo bench clean
 
 install: $(STAMP) $(VENDOR)/.done
 
@@ -46,6 +46,16 @@ book-instructor: install
 	$(BIN)/jupyter-book build . --all -W -n --keep-going --toc _toc_instructor.yml --path-output _build/instructor
 	@echo "Instructor edition built: $(abspath _build/instructor/_build/html/index.html)"
 
+# Debian packages the project needs: bubblewrap (the grader's sandbox) and chromium (the browser test).
+system-deps:
+	@missing=""; command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "missing Debian packages:$$missing (install them with your package manager)" >&2; exit 1; fi; \
+	fi
+
 # Regenerate the student notebooks in exercises/ from the nbgrader sources in solutions/.
 exercises: install
 	cd autograder && for a in $(ASSIGNMENTS); do $(BIN)/nbgrader generate_assignment $$a --force --log-level=WARN || exit 1; done
@@ -70,7 +80,7 @@ grade-demo: install
 	rm -rf grading-demo && $(BIN)/python autograder/make_samples.py grading-demo/submissions
 	$(BIN)/lmbook-grade grading-demo/submissions --out grading-demo
 
-# Full benchmarks (about 10 minutes): BENCHMARKS.md and bench/results.json, read by the chapters' "expected" boxes.
+# Full benchmarks (about 20 minutes): BENCHMARKS.md and bench/results.json, read by the chapters' "expected" boxes.
 bench: install
 	$(BIN)/python bench/run.py
 

@@ -12,6 +12,7 @@ from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades
 
 from lmbook.grading.feedback import HideHiddenTestTracebacks
+from lmbook.grading.nbgrader_plugin import autograde_preprocessors, sanitize_preprocessors
 
 c = get_config()  # noqa: F821 - injected by traitlets when nbgrader loads this file
 
@@ -27,9 +28,13 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # generate_assignment must not need a database of students.
 c.GenerateAssignment.create_assignment = True
 
+# Hardened autograding (lmbook.grading.nbgrader_plugin): only the answers are taken from a submission;
+# student code runs in a bubblewrap sandbox; test cells are decided outside it. `nbgrader autograde`
+# refuses to run without bubblewrap unless LMBOOK_NO_SANDBOX=1.
+c.Autograde.sanitize_preprocessors = sanitize_preprocessors()
+c.Autograde.autograde_preprocessors = autograde_preprocessors()
 # Training tasks take seconds to a minute; a hung cell is stopped and graded 0.
-c.Execute.timeout = 300
-c.Execute.interrupt_on_timeout = True
+c.SandboxedExecute.timeout = 300
 
 # Feedback shows what failed and why, but never the hidden tests' code (nor tracebacks quoting it).
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTestTracebacks, ClearHiddenTests, CSSHTMLHeaderPreprocessor]

@@ -1,6 +1,6 @@
 """lmbook's benchmarks: what the book, its models and its grader cost, measured (not a test).
 
-    make bench                          # full: BENCHMARKS.md and bench/results.json (about 10 minutes)
+    make bench                          # full: BENCHMARKS.md and bench/results.json (about 20 minutes)
     .venv/bin/python bench/run.py --quick   # under 5 minutes, into bench/quick/
     .venv/bin/python bench/run.py --tiny --out DIR   # smallest settings: checks the scripts work
 
@@ -10,13 +10,15 @@ Figures (times are medians of several runs; the spread is min-max):
 - each trained model's headline quality, taken from the chapter's own glued numbers, run with
   several seeds (LMBOOK_SEED); the median and tolerance become the book's "expected" boxes;
 - from-scratch functions against torch's built-ins on the same inputs, timed side by side;
-- grading: submissions per minute for `lmbook-grade` and for plain serial `nbgrader autograde`
-  on the same generated submissions, in the same run.
+- grading: submissions per minute and peak memory for `lmbook-grade` and for plain serial
+  `nbgrader autograde` (nbgrader's default preprocessors) on the same generated submissions, in the
+  same run, and how many students got the same total from both.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime as dt
 import json
 import os
@@ -39,9 +41,9 @@ BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT / "autograder"))
 
 MODES = {  # repeats of timed runs, seeds per chapter, submissions to grade, micro-benchmark size
-    "full": {"repeats": 3, "seeds": 3, "submissions": 12, "size": (512, 10_000), "book": True},
-    "quick": {"repeats": 1, "seeds": 1, "submissions": 3, "size": (512, 10_000), "book": True},
-    "tiny": {"repeats": 1, "seeds": 1, "submissions": 1, "size": (8, 50), "book": False},
+    "full": {"repeats": 3, "seeds": 3, "submissions": 100, "size": (512, 10_000), "book": True},
+    "quick": {"repeats": 1, "seeds": 1, "submissions": 5, "size": (512, 10_000), "book": True},
+    "tiny": {"repeats": 1, "seeds": 1, "submissions": 2, "size": (8, 50), "book": False},
 }
 
 
@@ -175,49 +177,114 @@ def builtins(size: tuple[int, int], repeats: int) -> dict:
 
 # ----------------------------------------------------------------------------- grading
 
+# Plain nbgrader as an instructor sets it up: nbgrader's default preprocessors, nothing of lmbook's.
+PLAIN_CONFIG = """\
+c = get_config()  # noqa: F821
+c.CourseDirectory.course_id = "lmbook"
+c.CourseDirectory.source_directory = {source!r}
+c.CourseDirectory.release_directory = "release"
+c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
+c.Execute.timeout = 300
+c.GenerateAssignment.create_assignment = True
+"""
+
 
 def _submissions(dest: Path, n: int) -> list[str]:
-    """n submissions, cycling through the sample students (correct, blank, partly wrong, ...)."""
-    from make_samples import make_samples
+    """n submissions, cycling through the sample students (correct, blank, partly wrong, ...).
+
+    Each gets a comment naming it in its first answer cell: lmbook-grade caches results by the code of a
+    notebook, and without it identical copies would be graded once per kind instead of once per student.
+    """
+    import nbformat
+    from make_samples import NOTEBOOK, make_samples
 
     samples = dest.parent / "samples"
     kinds = [k for k in make_samples(samples) if k != "not_a_notebook"]
     names = []
     for i in range(n):
         kind = kinds[i % len(kinds)]
-        shutil.copytree(samples / kind, dest / f"s{i:03d}_{kind}")
-        names.append(f"s{i:03d}_{kind}")
+        name = f"s{i:03d}_{kind}"
+        nb = nbformat.read(samples / kind / NOTEBOOK, as_version=4)
+        answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")
+                      and c.cell_type == "code")
+        answer.source += f"\n# submission {name}"
+        (dest / name).mkdir(parents=True)
+        nbformat.write(nb, dest / name / NOTEBOOK)
+        names.append(name)
     return names
 
 
-def grading(n: int) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        subs = Path(tmp) / "subs"
-        names = _submissions(subs, n)
-        t = time.perf_counter()
-        subprocess.run([str(BIN / "lmbook-grade"), str(subs), "--out", str(Path(tmp) / "lmbook")], cwd=ROOT,
-                       env=_env(), check=True, capture_output=True)
-        ours = time.perf_counter() - t
+def _run_measured(cmd: list[str], cwd: Path, env: dict, log: Path) -> tuple[float, float]:
+    """Run cmd to completion: (wall seconds, peak MiB of the summed RSS of it and all its descendants).
 
-        # Plain nbgrader, as an instructor would run it: one serial `autograde` over the class.
-        course = Path(tmp) / "plain"
-        args = [f"--CourseDirectory.root={course}", f"--CourseDirectory.source_directory={ROOT / 'solutions'}",
-                "--CourseDirectory.release_directory=release", "--log-level=ERROR"]
-        course.mkdir()
-        subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "ch01", "--force", *args],
-                       cwd=ROOT / "autograder", env=_env(), check=True, capture_output=True)
-        for name in names:
-            dst = course / "submitted" / name / "ch01"
-            shutil.copytree(subs / name, dst)
+    Sampled every 0.2 s; shared pages count once per process, as `ps` shows them.
+    """
+    import psutil
+
+    with log.open("w") as out:
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "nbgrader", "autograde", "ch01", "--create", *args],
-                       cwd=ROOT / "autograder", env=_env(), check=True, capture_output=True)
-        plain = time.perf_counter() - t
-    return {"submissions": n,
-            "lmbook_grade": {"seconds": ours, "per_minute": 60 * n / ours,
-                             "includes": "assignment generation, autograde and feedback, one nbgrader run each"},
-            "nbgrader_autograde": {"seconds": plain, "per_minute": 60 * n / plain,
-                                   "includes": "autograde only (assignment generated beforehand, untimed)"}}
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        root, peak = psutil.Process(proc.pid), 0
+        while proc.poll() is None:
+            total = 0
+            try:
+                procs = [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                procs = []
+            for p in procs:
+                try:
+                    total += p.memory_info().rss
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    pass  # ended between listing and reading, or not ours to read
+            peak = max(peak, total)
+            time.sleep(0.2)
+        seconds = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{log.read_text()[-3000:]}")
+    return seconds, peak / 2**20
+
+
+def grading(n: int) -> dict:
+    """lmbook-grade and plain serial `nbgrader autograde` on the same n submissions: time, memory, totals."""
+    from nbgrader.api import Gradebook
+
+    workers = max(1, min(os.cpu_count() or 1, n))  # lmbook-grade's default: one worker per core
+    # One thread per kernel for both graders, as lmbook-grade sets for its own kernels.
+    env = _env(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        subs = tmp / "subs"
+        names = _submissions(subs, n)
+        ours_s, ours_mib = _run_measured([str(BIN / "lmbook-grade"), str(subs), "--out", str(tmp / "lmbook")],
+                                         ROOT, env, tmp / "lmbook.log")
+        with (tmp / "lmbook" / "grades.csv").open(newline="") as f:
+            ours_total = {row["student"]: float(row["total"]) for row in csv.DictReader(f)}
+
+        # Plain nbgrader, as an instructor would run it: its own course folder and config (autograder/'s
+        # replaces Execute with lmbook's sandbox), one serial `autograde` over the class.
+        course = tmp / "plain"
+        course.mkdir()
+        (course / "nbgrader_config.py").write_text(PLAIN_CONFIG.format(source=str(ROOT / "solutions")))
+        nbgrader = [sys.executable, "-m", "nbgrader"]
+        subprocess.run([*nbgrader, "generate_assignment", "ch01", "--force"], cwd=course, env=env, check=True,
+                       capture_output=True)
+        for name in names:
+            shutil.copytree(subs / name, course / "submitted" / name / "ch01")
+        plain_s, plain_mib = _run_measured([*nbgrader, "autograde", "ch01", "--create"], course, env,
+                                           tmp / "plain.log")
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+            plain_total = {name: float(gb.find_submission("ch01", name).score) for name in names}
+
+    differ = {name: {"lmbook_grade": ours_total.get(name), "nbgrader_autograde": plain_total[name]}
+              for name in names if ours_total.get(name) is None or abs(ours_total[name] - plain_total[name]) > 1e-6}
+    ours_rate, plain_rate = 60 * n / ours_s, 60 * n / plain_s
+    return {"submissions": n, "workers": workers,
+            "lmbook_grade": {"seconds": ours_s, "per_minute": ours_rate, "peak_rss_mib": ours_mib,
+                             "includes": "sandboxed runs, assignment generation, autograde and feedback"},
+            "nbgrader_autograde": {"seconds": plain_s, "per_minute": plain_rate, "peak_rss_mib": plain_mib,
+                                   "includes": "autograde only (assignment generated beforehand, untimed)"},
+            "throughput_ratio": ours_rate / plain_rate,
+            "same_total": n - len(differ), "different_total": differ}
 
 
 # ----------------------------------------------------------------------------- report
@@ -264,13 +331,26 @@ def report(r: dict) -> str:
         lines.append(f"| {name} | `{e['builtin']}` | {e['shape']} | {e['lmbook_ms']:.3f} ms | {e['torch_ms']:.3f} ms "
                      f"| {e['ratio']:.2f}× |")
     g = r["grading"]
+    ours, plain = g["lmbook_grade"], g["nbgrader_autograde"]
     lines += ["", "## Grading", "", f"{g['submissions']} generated submissions of exercise 1 (correct, blank, "
-              "partly wrong, syntax error, imported answer, in turn), graded in the same run.", "",
-              "| grader | wall time | submissions per minute | what it includes |", "|---|---|---|---|",
-              f"| `lmbook-grade` | {g['lmbook_grade']['seconds']:.1f} s | {g['lmbook_grade']['per_minute']:.1f} | "
-              f"{g['lmbook_grade']['includes']} |",
-              f"| plain `nbgrader autograde` (serial) | {g['nbgrader_autograde']['seconds']:.1f} s | "
-              f"{g['nbgrader_autograde']['per_minute']:.1f} | {g['nbgrader_autograde']['includes']} |", ""]
+              "partly wrong, syntax error, imported answer, in turn; each a distinct notebook), graded by both "
+              f"in the same run. `lmbook-grade` ran {g['workers']} workers (its default, one per core); plain "
+              "`nbgrader autograde` is serial, with nbgrader's default preprocessors (its own course folder and "
+              "config, not `autograder/`'s). Both with `OMP_NUM_THREADS=1`. Peak memory is the summed RSS of "
+              "the grader and all its processes, sampled every 0.2 s.", "",
+              "| grader | wall time | submissions per minute | peak memory | what it includes |",
+              "|---|---|---|---|---|",
+              f"| `lmbook-grade` | {ours['seconds']:.1f} s | {ours['per_minute']:.1f} | "
+              f"{ours['peak_rss_mib']:.0f} MiB | {ours['includes']} |",
+              f"| plain `nbgrader autograde` (serial) | {plain['seconds']:.1f} s | {plain['per_minute']:.1f} | "
+              f"{plain['peak_rss_mib']:.0f} MiB | {plain['includes']} |", "",
+              f"Throughput ratio (lmbook-grade / plain nbgrader): {g['throughput_ratio']:.2f}×. `lmbook-grade`'s "
+              "figure includes the sandbox, assignment generation, autograde and feedback; plain nbgrader's is "
+              "autograde only.", "",
+              f"Same total from both graders: {g['same_total']} of {g['submissions']} students."]
+    for name, t in g["different_total"].items():
+        lines.append(f"- {name}: lmbook-grade {t['lmbook_grade']}, plain nbgrader {t['nbgrader_autograde']}")
+    lines.append("")
     return "\n".join(lines)
 
 

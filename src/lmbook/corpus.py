@@ -77,20 +77,25 @@ class HMM:
             s = min(np.searchsorted(cum_A[s], u[t, 1], side="right"), n_states - 1)
         return out
 
-    def log_prob(self, ids) -> float:
-        """Exact natural-log probability of a word sequence (scaled forward algorithm)."""
+    def token_log_probs(self, ids) -> np.ndarray:
+        """ln P(w_t | w_1 .. w_{t-1}) for every position t (scaled forward algorithm)."""
         ids = np.asarray(ids, dtype=np.int64)
+        out = np.empty(len(ids))
         alpha = self.pi * self.B[:, ids[0]]
-        total = 0.0
         for t in range(len(ids)):
             if t > 0:
                 alpha = (alpha @ self.A) * self.B[:, ids[t]]
             z = alpha.sum()
+            out[t] = np.log(z) if z > 0 else -np.inf
             if z == 0.0:
-                return float("-inf")
-            total += np.log(z)
+                out[t + 1:] = -np.inf
+                break
             alpha = alpha / z
-        return float(total)
+        return out
+
+    def log_prob(self, ids) -> float:
+        """Exact natural-log probability of a word sequence."""
+        return float(self.token_log_probs(ids).sum())
 
     def perplexity(self, ids) -> float:
         """Perplexity of the true model on ``ids``: the floor no model can beat on average."""

@@ -8,16 +8,19 @@ Usage in a notebook: ``from lmbook.grading.ch01 import check``, then
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import weakref
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from .. import functional as lmbook_functional
 from .. import word2vec as lmbook_word2vec
-from ..corpus import HMM, Corpus, load_corpus, make_windows, toy_english
+from ..corpus import HMM, Corpus, load_corpus, toy_english
 from ..ffnn import FeedforwardLM
 from ..ngram import NGramLM
 from ..train import fit
@@ -30,6 +33,7 @@ from .checks import (
     describe_scalar_mismatch,
     describe_tensor_mismatch,
     find_forbidden_use,
+    not_implemented,
 )
 from .checks import randn as _randn
 
@@ -298,6 +302,8 @@ SGNS_LOSS = Check(
 # ----------------------------------------------------------------------------- Task 5: a training run
 
 TRAIN_TIME_LIMIT_S = 180.0
+MAX_WINDOW = 12  # the longest context the graders give a model
+EVAL_POSITIONS = 10_000
 # One training run serves the visible and the hidden test. Keyed by the function object itself, weakly:
 # a redefined train_lm is a new object and trains afresh (an id() could be reused by it).
 _trained: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -308,35 +314,80 @@ def bigram_perplexity(train: torch.Tensor, test: torch.Tensor, vocab_size: int, 
     return NGramLM(2, vocab_size, k).fit(train.tolist()).perplexity(test.tolist())
 
 
-def perplexity_target(hmm: HMM, train: torch.Tensor, test: torch.Tensor) -> tuple[float, float, float]:
-    """(target, bigram, floor): the target closes at least half the gap from a bigram model to the true model."""
-    floor = hmm.perplexity(test.numpy())
-    bigram = bigram_perplexity(train, test, len(hmm.vocab))
-    return floor + 0.5 * (bigram - floor), bigram, floor
+@dataclass(frozen=True)
+class EvalSet:
+    """Held-out (context, next word) pairs. The contexts never contain another pair's next word, so a
+    model given all the contexts at once learns nothing about the words it is scored on."""
+
+    contexts: torch.Tensor  # (N, MAX_WINDOW) word ids
+    targets: torch.Tensor  # (N,) the next words, which only the grader holds
+    floor: float  # the true model's perplexity on these targets (given all the text before each)
+    bigram: float  # an add-k bigram model's, trained on the training split
+    where: str
+
+    @property
+    def target(self) -> float:
+        """Close at least half the gap from a bigram model to the true model."""
+        return self.floor + 0.5 * (self.bigram - self.floor)
+
+
+@functools.lru_cache(maxsize=8)
+def eval_set(hidden: bool, seed: int) -> EvalSet:
+    """Fresh text from the true model, scored every MAX_WINDOW + 1 words."""
+    corpus = load_corpus()
+    stride = MAX_WINDOW + 1
+    stream = corpus.hmm.sample(MAX_WINDOW + stride * EVAL_POSITIONS, seed=(10_000 if hidden else 20_000) + seed)
+    positions = np.arange(MAX_WINDOW, len(stream), stride)[:EVAL_POSITIONS]
+    floor = math.exp(-corpus.hmm.token_log_probs(stream)[positions].mean())
+    bigram = NGramLM(2, len(corpus.vocab), 0.01).fit(corpus.train.tolist())
+    nll = -np.mean([math.log(bigram.prob(int(stream[t]), (int(stream[t - 1]),))) for t in positions])
+    contexts = np.stack([stream[t - MAX_WINDOW:t] for t in positions])
+    where = "fresh held-out text" if hidden else "held-out text"
+    return EvalSet(torch.from_numpy(contexts), torch.from_numpy(stream[positions]), floor, math.exp(nll), where)
+
+
+def train_args() -> tuple:
+    corpus = load_corpus()
+    return corpus.train.clone(), len(corpus.vocab)
 
 
 @torch.no_grad()
-def model_perplexity(model, window: int, ids: torch.Tensor, device: torch.device) -> float:
-    """Perplexity of a (contexts -> logits) model on a token stream, evaluated in batches."""
+def model_logits(model, window: int, contexts: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """The model's (N, V) logits for the last ``window`` words of each context, in batches."""
     if isinstance(model, torch.nn.Module):
         model.eval()
-    contexts, targets = make_windows(ids, window)
-    total = 0.0
-    for i in range(0, len(targets), 4096):
-        logits = model(contexts[i:i + 4096].to(device))
-        total += float(F.cross_entropy(logits.double(), targets[i:i + 4096].to(logits.device), reduction="sum"))
-    return math.exp(total / len(targets))
+    chunks = [model(contexts[i:i + 4096, contexts.shape[1] - window:].to(device)).float().cpu()
+              for i in range(0, len(contexts), 4096)]
+    return torch.cat(chunks)
+
+
+def judge_model(ev: EvalSet, logits, window: int, seconds: float) -> tuple[bool, str]:
+    """(passed, message): does the trained model meet the target on ``ev``? In the student's terms."""
+    if seconds > TRAIN_TIME_LIMIT_S:
+        return False, (f"train_lm: training took {seconds:.0f} s; the limit is {TRAIN_TIME_LIMIT_S:.0f} s "
+                       "on a laptop CPU. Use fewer epochs or a smaller model.")
+    V = int(ev.targets.max()) + 1
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or logits.shape[0] != len(ev.targets) \
+            or logits.shape[1] < V:
+        shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        return False, (f"train_lm: your model returned {shape} for {len(ev.targets)} contexts of {window} words; "
+                       "expected (B, V) logits")
+    ppl = math.exp(float(F.cross_entropy(logits.double(), ev.targets)))
+    if not math.isfinite(ppl) or ppl > ev.target:
+        return False, (f"train_lm: perplexity {ppl:.3f} on {ev.where}; the target is at most {ev.target:.3f} "
+                       f"(a bigram model gets {ev.bigram:.3f}, the true model {ev.floor:.3f}).\n"
+                       "  Try a window of 3 or more words, a few epochs, and Adam with lr around 3e-3.")
+    return True, (f"✓ train_lm: perplexity {ppl:.3f} on {ev.where} (target ≤ {ev.target:.3f}; bigram {ev.bigram:.3f}, "
+                  f"best possible {ev.floor:.3f}); trained in {seconds:.1f} s")
 
 
 def _run_training(check: Check, answer, *, hidden: bool, seed: int, device: torch.device, verbose: bool) -> int:
-    corpus: Corpus = load_corpus()
     if answer not in _trained:
         start = time.perf_counter()
         try:
-            result = answer(corpus.train.clone(), len(corpus.vocab))
+            result = answer(*train_args())
         except NotImplementedError:
-            raise CheckFailed("train_lm: not implemented yet — replace `raise NotImplementedError()` "
-                              "with your code.") from None
+            raise CheckFailed(not_implemented(check)) from None
         _trained[answer] = (result, time.perf_counter() - start)
     result, seconds = _trained[answer]
     if not (isinstance(result, tuple) and len(result) == 2 and callable(result[0]) and isinstance(result[1], int)):
@@ -346,27 +397,19 @@ def _run_training(check: Check, answer, *, hidden: bool, seed: int, device: torc
     reason = find_forbidden_use(model, check)
     if reason:
         raise CheckFailed(f"train_lm: not graded — your model {reason}.")
-    if seconds > TRAIN_TIME_LIMIT_S:
-        raise CheckFailed(f"train_lm: training took {seconds:.0f} s; the limit is {TRAIN_TIME_LIMIT_S:.0f} s "
-                          "on a laptop CPU. Use fewer epochs or a smaller model.")
-    if hidden:  # fresh text from the true model, never seen by anyone
-        test = torch.from_numpy(toy_english().sample(20_000, seed=10_000 + seed))
-    else:
-        test = corpus.val
+    if not 1 <= window <= MAX_WINDOW:
+        raise CheckFailed(f"train_lm: window {window}: use a window of 1 to {MAX_WINDOW} words")
+    ev = eval_set(hidden, seed)
     try:
-        ppl = model_perplexity(model, window, test, device)
+        logits = model_logits(model, window, ev.contexts, device)
     except Exception as e:
         raise CheckFailed(f"train_lm: evaluating your model on ({window}-word) contexts raised "
                           f"{type(e).__name__}: {e}") from None
-    target, bigram, floor = perplexity_target(corpus.hmm, corpus.train, test)
-    where = "fresh held-out text" if hidden else "the validation split"
-    if not math.isfinite(ppl) or ppl > target:
-        raise CheckFailed(f"train_lm: perplexity {ppl:.3f} on {where}; the target is at most {target:.3f} "
-                          f"(a bigram model gets {bigram:.3f}, the true model {floor:.3f}).\n"
-                          "  Try a window of 3 or more words, a few epochs, and Adam with lr around 3e-3.")
+    passed, message = judge_model(ev, logits, window, seconds)
+    if not passed:
+        raise CheckFailed(message)
     if verbose:
-        print(f"✓ train_lm: perplexity {ppl:.3f} on {where} (target ≤ {target:.3f}; bigram {bigram:.3f}, "
-              f"best possible {floor:.3f}); trained in {seconds:.1f} s")
+        print(message)
     return 1
 
 
@@ -374,9 +417,9 @@ TRAIN_LM = Check(
     task="train_lm",
     what="a trained feedforward LM that beats the perplexity target",
     reference=lambda: None, compare=lambda out, ref: None, cases=(), hidden_cases=(),
-    run=_run_training,
+    run=_run_training, probe="train", train_args=train_args, eval_set=eval_set, judge_model=judge_model,
     forbidden=(FeedforwardLM, fit, toy_english, load_corpus, HMM, Corpus),
-    forbidden_attrs=("next_word_probs", "hmm", "FeedforwardLM"),
+    forbidden_attrs=("next_word_probs", "hmm", "FeedforwardLM", "token_log_probs"),
     forbidden_modules=GRADER,
 )
 

@@ -60,6 +60,13 @@ class Check:
     forbidden_attrs: Sequence[str] = ()
     forbidden_modules: Sequence[str] = ()
     run: Callable | None = None  # custom runner (e.g. a training task); default: call and compare
+    # A training task, graded outside the student's kernel: the kernel calls the answer on
+    # ``train_args()`` and the model it returns on ``eval_set(hidden, seed).contexts``; then
+    # ``judge_model(eval_set, logits, window, seconds)`` returns (passed, message).
+    probe: str = "call"
+    train_args: Callable | None = None
+    eval_set: Callable | None = None
+    judge_model: Callable | None = None
 
 
 class CheckFailed(Exception):
@@ -224,36 +231,65 @@ def run_check(check: Check, answer: Callable, *, hidden: bool = False, seed: int
     device = device or get_device()
     reason = find_forbidden_use(answer, check)
     if reason:
-        raise CheckFailed(f"{check.task}: not graded — your answer {reason}. Write it yourself from the "
-                          f"definition; that is the exercise.")
+        raise CheckFailed(forbidden_message(check, reason))
     if check.run is not None:
         return check.run(check, answer, hidden=hidden, seed=seed, device=device, verbose=verbose)
     cases = list(check.hidden_cases if hidden else check.cases)
     failures = []
     for i, case in enumerate(cases):
-        g = torch.Generator().manual_seed(seed * 1009 + i)
-        args, kwargs = case.make(g, device)
+        args, kwargs = case_inputs(case, seed, i, device)
         try:
             out = _call(answer, args, kwargs)
         except NotImplementedError:
-            raise CheckFailed(f"{check.task}: not implemented yet — replace `raise NotImplementedError()` "
-                              "with your code.") from None
+            raise CheckFailed(not_implemented(check)) from None
         except Exception as e:  # the student's code crashed: say where, in their terms
             failures.append(f"[{case.name}] your code raised {type(e).__name__}: {e}")
             continue
-        with torch.no_grad():
-            ref = check.reference(*to_reference(args), **to_reference(kwargs))
-        problem = check.compare(out, ref)
+        problem = case_problem(check, case, out, args, kwargs)
         if problem:
-            named = _diagnose(check, out, args, kwargs)
-            failures.append(f"[{case.name}] {problem}" + (f"\n    likely cause: {named}" if named else ""))
+            failures.append(problem)
     if failures:
-        kind = "hidden" if hidden else "visible"
-        raise CheckFailed(f"{check.task}: {len(failures)} of {len(cases)} {kind} checks failed\n  - "
-                          + "\n  - ".join(failures))
+        raise CheckFailed(failure_message(check, failures, len(cases), hidden))
     if verbose:
-        print(f"✓ {check.task}: all {len(cases)} {'hidden' if hidden else 'visible'} checks passed ({check.what})")
+        print(pass_message(check, len(cases), hidden))
     return len(cases)
+
+
+# One wording for the kernel's visible tests and the grader's verdicts outside the kernel.
+
+
+def case_inputs(case: Case, seed: int, i: int, device: torch.device) -> Inputs:
+    """The inputs of case ``i`` for a check run with ``seed`` (the same numbers on every device)."""
+    return case.make(torch.Generator().manual_seed(seed * 1009 + i), device)
+
+
+def case_problem(check: Check, case: Case, out, args: tuple, kwargs: dict) -> str | None:
+    """None if ``out`` is right for these inputs; else what differs and, if known, the likely cause."""
+    with torch.no_grad():
+        ref = check.reference(*to_reference(args), **to_reference(kwargs))
+    problem = check.compare(out, ref)
+    if problem is None:
+        return None
+    named = _diagnose(check, out, args, kwargs)
+    return f"[{case.name}] {problem}" + (f"\n    likely cause: {named}" if named else "")
+
+
+def not_implemented(check: Check) -> str:
+    return f"{check.task}: not implemented yet — replace `raise NotImplementedError()` with your code."
+
+
+def forbidden_message(check: Check, reason: str) -> str:
+    return (f"{check.task}: not graded — your answer {reason}. Write it yourself from the definition; "
+            "that is the exercise.")
+
+
+def failure_message(check: Check, failures: Sequence[str], n_cases: int, hidden: bool) -> str:
+    kind = "hidden" if hidden else "visible"
+    return f"{check.task}: {len(failures)} of {n_cases} {kind} checks failed\n  - " + "\n  - ".join(failures)
+
+
+def pass_message(check: Check, n_cases: int, hidden: bool) -> str:
+    return f"✓ {check.task}: all {n_cases} {'hidden' if hidden else 'visible'} checks passed ({check.what})"
 
 
 class Registry:

@@ -1,0 +1,383 @@
+"""Grade one notebook: run the student's code in the sandbox, decide every test cell outside it.
+
+:func:`grade_notebook` takes a notebook whose test cells hold the instructor's
+text (nbgrader's ``OverwriteCells``, or :mod:`lmbook.grading.hygiene`, put
+them back) and returns the outputs of every cell and a verdict for every test
+cell. The test cells are never executed: each is a list of
+``check("task", answer, hidden=..., seed=...)`` calls, which the judge turns
+into inputs for the sandboxed runner. The runner hands back the answer's
+outputs as plain arrays; the judge recomputes the references (torch's own
+ops in float64), compares, and names known mistakes, with the same words as
+the checks students run in Jupyter.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import sandbox, static
+from .checks import (
+    Check,
+    case_inputs,
+    case_problem,
+    failure_message,
+    forbidden_message,
+    not_implemented,
+    pass_message,
+)
+
+DEFAULT_TIMEOUT = 300.0
+CPU = torch.device("cpu")
+
+
+class NotebookConfigError(ValueError):
+    """The instructor's notebook is not in the form the judge grades (a bug in the course, not the student)."""
+
+
+@dataclass(frozen=True)
+class Call:
+    task: str
+    fn: str
+    hidden: bool
+    seed: int
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    lines: list[str]  # ✓ lines, and for a failure the checks' messages
+
+    def outputs(self) -> list[dict]:
+        ok = [ln for ln in self.lines if ln.startswith("✓")]
+        bad = [ln for ln in self.lines if not ln.startswith("✓")]
+        outs = [{"output_type": "stream", "name": "stdout", "text": "\n".join(ok) + "\n"}] if ok else []
+        if bad:
+            text = "\n".join(bad)
+            first, *rest = text.splitlines()
+            outs.append({"output_type": "error", "ename": "CheckFailed", "evalue": text,
+                         "traceback": [f"\x1b[31m✗ {first}\x1b[0m", *rest]})
+        return outs
+
+
+@dataclass
+class Graded:
+    """What grading one notebook found: outputs per cell index, verdicts per test cell, evidence."""
+
+    outputs: dict[int, list[dict]] = field(default_factory=dict)
+    verdicts: dict[int, Verdict] = field(default_factory=dict)
+    tampering: list[str] = field(default_factory=list)  # evidence, for the instructor
+    forbidden: dict[str, str] = field(default_factory=dict)  # task -> what the answer used
+    problem: str | None = None  # why the run stopped early, if it did
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"outputs": {str(k): v for k, v in self.outputs.items()},
+                "verdicts": {str(k): {"passed": v.passed, "lines": v.lines} for k, v in self.verdicts.items()},
+                "tampering": self.tampering, "forbidden": self.forbidden, "problem": self.problem,
+                "seconds": self.seconds}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Graded:
+        return cls({int(k): v for k, v in d["outputs"].items()},
+                   {int(k): Verdict(v["passed"], v["lines"]) for k, v in d["verdicts"].items()},
+                   d["tampering"], d["forbidden"], d["problem"], d["seconds"])
+
+
+# ----------------------------------------------------------------------------- reading the notebook
+
+
+def is_test_cell(cell) -> bool:
+    return cell.cell_type == "code" and bool(cell.metadata.get("nbgrader", {}).get("grade"))
+
+
+def parse_test_cell(source: str) -> list[Call]:
+    """The ``check(...)`` calls of a test cell; anything else in it is a course bug."""
+    body = ast.parse(source).body
+    calls = []
+    for stmt in body:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "check"
+                and len(call.args) == 2 and isinstance(call.args[0], ast.Constant)
+                and isinstance(call.args[1], ast.Name)):
+            raise NotebookConfigError(f"a test cell may only call check('task', answer, hidden=..., seed=...): "
+                                      f"{ast.unparse(stmt)!r}")
+        kw = {k.arg: k.value.value for k in call.keywords if isinstance(k.value, ast.Constant)}
+        calls.append(Call(call.args[0].value, call.args[1].id, bool(kw.get("hidden", False)), int(kw.get("seed", 0))))
+    if not calls:  # it would pass with nothing checked: hidden tests that were never put back, say
+        raise NotebookConfigError("a test cell has no check(...) calls (are the hidden tests missing? grade the "
+                                  "notebook as nbgrader's autograde sees it, after OverwriteCells)")
+    return calls
+
+
+def checks_module(nb) -> str:
+    """The module whose ``check`` the notebook's test cells call (``from lmbook.grading.X import check``)."""
+    for cell in nb.cells:
+        if cell.cell_type == "code" and not is_test_cell(cell) and cell.metadata.get("nbgrader", {}).get("locked"):
+            m = re.search(r"^from (lmbook\.grading\.\w+) import check\b", cell.source, re.M)
+            if m:
+                return m.group(1)
+    raise NotebookConfigError("no locked cell imports `check` from an lmbook.grading module")
+
+
+def student_cells(nb) -> list[tuple[int, str]]:
+    return [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "code" and not is_test_cell(c)]
+
+
+# ----------------------------------------------------------------------------- the job for the runner
+
+
+def _write(value, name: str, job_dir: Path) -> dict:
+    if isinstance(value, torch.Tensor):
+        np.save(job_dir / f"{name}.npy", value.detach().cpu().numpy(), allow_pickle=False)
+        return {"tensor": f"{name}.npy"}
+    if isinstance(value, tuple | list):
+        return {"seq": [_write(v, f"{name}_{i}", job_dir) for i, v in enumerate(value)]}
+    return {"value": value}
+
+
+def _read(spec, out_dir: Path, depth: int = 0):
+    """A value the runner saved, as plain data: arrays via np.load without pickle, nothing else executable."""
+    if not isinstance(spec, dict) or depth > 3:
+        return _Returned("unknown")()
+    if "tensor" in spec:
+        name = str(spec["tensor"])
+        path = out_dir / name
+        if Path(name).name != name or not name.endswith(".npy") or not path.is_file():
+            return _Returned("missing output")()
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except Exception:  # noqa: BLE001
+            return _Returned("unreadable output")()
+        if arr.dtype.kind not in "biuf":
+            return _Returned(f"array of {arr.dtype}")()
+        return torch.from_numpy(np.ascontiguousarray(arr))
+    if "number" in spec and isinstance(spec["number"], int | float):
+        return spec["number"]
+    if "seq" in spec and isinstance(spec["seq"], list):
+        return tuple(_read(s, out_dir, depth + 1) for s in spec["seq"][:16])
+    return _Returned(str(spec.get("object", "object")))()
+
+
+def _Returned(type_name: str) -> type:
+    """A stand-in class with the student's type name, so messages say 'returned a Foo'."""
+    name = re.sub(r"\W", "_", type_name)[:60] or "object"
+    return type(name if name.isidentifier() else "object", (), {})
+
+
+@dataclass
+class _Plan:
+    steps: list[dict]
+    cells: list[int]  # the notebook cell of each step
+    calls: dict[str, tuple[Call, Check]]  # probe id -> (call, check)
+    inputs: dict[str, tuple]  # case id -> (case, args, kwargs)
+
+
+def _plan(nb, registry, job_dir: Path, timeout: float) -> _Plan:
+    plan = _Plan([], [], {}, {})
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        if not is_test_cell(cell):
+            plan.steps.append({"kind": "code", "source": cell.source, "timeout": timeout})
+            plan.cells.append(i)
+            continue
+        probes = []
+        for j, call in enumerate(parse_test_cell(cell.source)):
+            if call.task not in registry.checks:
+                raise NotebookConfigError(f"cell {i} checks {call.task!r}, which {registry!r} does not know")
+            check = registry.checks[call.task]
+            pid = f"c{i}_{j}"
+            plan.calls[pid] = (call, check)
+            probe = {"id": pid, "task": call.task, "fn": call.fn, "mode": check.probe}
+            if check.probe == "train":
+                probe["train_args"] = [_write(a, f"train_{k}", job_dir) for k, a in enumerate(check.train_args())]
+                probe["contexts"] = _write(check.eval_set(call.hidden, call.seed).contexts, f"{pid}_ctx",
+                                           job_dir)["tensor"]
+            else:
+                probe["cases"] = []
+                for k, case in enumerate(check.hidden_cases if call.hidden else check.cases):
+                    args, kwargs = case_inputs(case, call.seed, k, CPU)
+                    cid = f"{pid}_{k}"
+                    plan.inputs[cid] = (case, args, kwargs)
+                    probe["cases"].append({"id": cid, "args": [_write(a, f"{cid}_a{n}", job_dir)
+                                                               for n, a in enumerate(args)],
+                                           "kwargs": {k2: _write(v, f"{cid}_{k2}", job_dir)
+                                                      for k2, v in kwargs.items()}})
+            probes.append(probe)
+        plan.steps.append({"kind": "probe", "probes": probes, "timeout": timeout})
+        plan.cells.append(i)
+    return plan
+
+
+# ----------------------------------------------------------------------------- verdicts
+
+
+def _judge_call(pid: str, call: Call, check: Check, result: dict, plan: _Plan, out_dir: Path) -> tuple[bool, str]:
+    if result.get("not_implemented"):
+        return False, not_implemented(check)
+    n = len(check.hidden_cases if call.hidden else check.cases)
+    failures = []
+    cases = result.get("cases") if isinstance(result.get("cases"), dict) else {}
+    for cid, outcome in cases.items():
+        if cid not in plan.inputs or not isinstance(outcome, dict):
+            continue
+        case, args, kwargs = plan.inputs[cid]
+        if "raised" in outcome:
+            failures.append(f"[{case.name}] your code raised {outcome['raised']}")
+            continue
+        out = _read(outcome.get("ok"), out_dir)
+        try:
+            problem = case_problem(check, case, out, args, kwargs)
+        except Exception as e:  # noqa: BLE001 - a malformed output is the student's wrong answer
+            problem = f"[{case.name}] your output could not be compared ({type(e).__name__}: {e})"
+        if problem:
+            failures.append(problem)
+    answered = {cid for cid in cases if cid in plan.inputs}
+    missing = [plan.inputs[cid][0].name for cid in plan.inputs if cid.startswith(pid + "_") and cid not in answered]
+    failures += [f"[{name}] no result (the run stopped before this case)" for name in missing]
+    if failures:
+        return False, failure_message(check, failures, n, call.hidden)
+    return True, pass_message(check, n, call.hidden)
+
+
+def _judge_train(call: Call, check: Check, result: dict, out_dir: Path) -> tuple[bool, str]:
+    task = check.task
+    if result.get("not_implemented"):
+        return False, not_implemented(check)
+    if "bad_return" in result:
+        return False, (f"{task}: return `(model, window)`: a callable mapping (B, window) word ids to (B, V) "
+                       f"logits, and the window as an int; got {result['bad_return']}")
+    if result.get("bad_window"):
+        longest = check.eval_set(call.hidden, call.seed).contexts.shape[1]
+        return False, f"{task}: window {result.get('window')}: use a window of 1 to {longest} words"
+    if "raised" in result:
+        return False, f"{task}: your code raised {result['raised']}"
+    if "eval_raised" in result:
+        return False, (f"{task}: evaluating your model on ({result.get('window')}-word) contexts raised "
+                       f"{result['eval_raised']}")
+    ev = check.eval_set(call.hidden, call.seed)
+    logits = _read(result.get("logits"), out_dir)
+    seconds = float(result.get("seconds", 0.0)) if isinstance(result.get("seconds"), int | float) else 0.0
+    window = result.get("window") if isinstance(result.get("window"), int) else 0
+    return check.judge_model(ev, logits, window, seconds)
+
+
+def _verdicts(plan: _Plan, run: sandbox.RunResult, out_dir: Path, graded: Graded) -> None:
+    for step_index, (step, cell_index) in enumerate(zip(plan.steps, plan.cells, strict=True)):
+        end = run.step_end(step_index)
+        if step["kind"] == "code":
+            if end is not None:
+                graded.outputs[cell_index] = _clean_outputs(end.get("outputs"))
+            continue
+        lines, passed = [], True
+        results = end.get("probes") if end is not None else None
+        results = results if isinstance(results, dict) else {}  # the sandbox's word: check its shape
+        timed_out = results.get("timeout") is True
+        for probe in step["probes"]:
+            call, check = plan.calls[probe["id"]]
+            result = results.get(probe["id"])
+            result = result if isinstance(result, dict) else None
+            forbidden = graded.forbidden.get(call.task)
+            if result is not None and not forbidden and isinstance(result.get("forbidden"), str):
+                forbidden = graded.forbidden[call.task] = result["forbidden"]  # the runner's second opinion
+            if forbidden:
+                ok, msg = False, forbidden_message(check, forbidden)
+            elif result is None and timed_out:
+                ok, msg = False, (f"{check.task}: stopped after {step['timeout']:.0f} s: your code took too long "
+                                  "(an endless loop?)")
+            elif result is None:
+                why = run.killed or "the notebook stopped before this cell"
+                ok, msg = False, f"{check.task}: not graded: {why}."
+            elif result.get("missing"):
+                ok, msg = False, (f"{check.task}: `{call.fn}` is not defined; run the cell that defines it and fix "
+                                  "any error it shows")
+            elif check.probe == "train":
+                ok, msg = _judge_train(call, check, result, out_dir)
+            else:
+                ok, msg = _judge_call(probe["id"], call, check, result, plan, out_dir)
+            passed &= ok
+            lines.append(msg)
+        graded.verdicts[cell_index] = Verdict(passed, lines)
+        graded.outputs[cell_index] = graded.verdicts[cell_index].outputs()
+
+
+def _clean_outputs(outputs) -> list[dict]:
+    """The runner's outputs, re-built field by field (the student could have written anything there)."""
+    clean = []
+    for o in outputs if isinstance(outputs, list) else []:
+        if not isinstance(o, dict):
+            continue
+        kind = o.get("output_type")
+        if kind == "stream" and o.get("name") in ("stdout", "stderr"):
+            clean.append({"output_type": "stream", "name": o["name"], "text": str(o.get("text", ""))[:30_000]})
+        elif kind in ("display_data", "execute_result") and isinstance(o.get("data"), dict):
+            data = {k: v for k, v in o["data"].items() if k in ("text/plain", "image/png") and isinstance(v, str)}
+            out = {"output_type": kind, "data": data, "metadata": {}}
+            if kind == "execute_result":
+                out["execution_count"] = o.get("execution_count") if isinstance(o.get("execution_count"), int) else None
+            clean.append(out)
+        elif kind == "error":
+            tb = o.get("traceback") if isinstance(o.get("traceback"), list) else []
+            clean.append({"output_type": "error", "ename": str(o.get("ename", "Error"))[:100],
+                          "evalue": str(o.get("evalue", ""))[:2000], "traceback": [str(t)[:5000] for t in tb[:40]]})
+    return clean[:30]
+
+
+# ----------------------------------------------------------------------------- the whole notebook
+
+
+def grade_notebook(nb, *, use_sandbox: bool = True, limits: sandbox.Limits | None = None,
+                   timeout: float = DEFAULT_TIMEOUT) -> Graded:
+    """Run and judge ``nb`` (test cells already restored to the instructor's text)."""
+    limits = limits or sandbox.Limits(total_s=max(900.0, 3 * timeout), cpu_seconds=int(max(900.0, 3 * timeout)))
+    registry = importlib.import_module(checks_module(nb)).check
+    graded = Graded()
+    cells = student_cells(nb)
+    findings = static.find_tampering(cells)
+    graded.tampering = [str(f) for f in findings]
+    tests = [(i, call) for i, c in enumerate(nb.cells) if is_test_cell(c) for call in parse_test_cell(c.source)]
+    for _, call in tests:
+        reason = static.find_forbidden_use(cells, call.fn, registry.checks[call.task])
+        if reason:
+            graded.forbidden.setdefault(call.task, reason)
+    if findings:  # not run at all: every task of a tampering notebook gets no credit
+        msg = ("not graded: this notebook reaches for the grader's machinery, so none of its answers can be "
+               f"trusted ({findings[0]}). Your instructor has been told and will review it.")
+        for i, _ in tests:
+            graded.verdicts[i] = Verdict(False, [msg])
+            graded.outputs[i] = graded.verdicts[i].outputs()
+        return graded
+    tmp = Path(tempfile.mkdtemp(prefix="lmbook-grade-"))
+    try:
+        job_dir, out_dir, kept = tmp / "job", tmp / "out", tmp / "kept"
+        for d in (job_dir, out_dir, kept):
+            d.mkdir()
+        plan = _plan(nb, registry, job_dir, timeout)
+        (job_dir / "job.json").write_text(json.dumps({"checks_module": checks_module(nb), "steps": plan.steps}))
+        for p in (tmp, job_dir):
+            os.chmod(p, 0o755)  # the sandbox runs as nobody: it may read the job, nothing else of ours
+        run = sandbox.run(job_dir, out_dir, [s["timeout"] for s in plan.steps], limits, sandbox=use_sandbox,
+                          keep_dir=kept)
+        graded.seconds = run.seconds
+        if run.killed or not any(e.get("event") == "done" for e in run.events):
+            done = len({e.get("step") for e in run.events if e.get("event") == "end"})
+            stop = plan.cells[done] if done < len(plan.cells) else None
+            graded.problem = (run.killed or f"the run ended early (exit status {run.returncode})") + (
+                f"; cell {stop} did not finish, and the cells after it did not run" if stop is not None else "")
+            if not run.events:
+                graded.problem += f". Sandbox error: {run.stderr.strip()[-500:]}"
+        _verdicts(plan, run, kept, graded)  # outputs as they were when each step ended
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return graded

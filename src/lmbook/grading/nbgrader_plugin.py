@@ -1,0 +1,236 @@
+"""nbgrader preprocessors that make ``nbgrader autograde`` run lmbook's hardened grading.
+
+``autograder/nbgrader_config.py`` puts :class:`Hygiene` first in nbgrader's
+sanitizing preprocessors and :class:`SandboxedExecute` in place of its
+``Execute``, so ``nbgrader autograde``, ``export`` and ``generate_feedback``
+(and ``lmbook-grade``, which drives them) give the same, hardened, grades:
+
+* :class:`Hygiene` takes only what a submission may change: the answers.
+  Cell tags that change how cells run (``skip-execution``, ``raises-exception``...)
+  are dropped, a copy-pasted test cell (a duplicate ``grade_id``) and metadata the
+  assignment does not have are demoted to ordinary cells, and deleted test or
+  answer cells are put back from the gradebook. It notes what it changed.
+* :class:`SandboxedExecute` grades the notebook with :mod:`lmbook.grading.judge`
+  (student code in a sandbox, verdicts outside it) and writes the outputs into the
+  notebook, so nbgrader's ``SaveAutoGrades`` reads a test cell with an error as 0
+  points and one without as full points. Results are cached in the course folder
+  by the notebook's content and the grader's code, so ``lmbook-grade`` can grade a
+  class in parallel first and let nbgrader record the grades afterwards.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import nbformat
+from nbconvert.preprocessors import Preprocessor
+from traitlets import Bool, Float, Unicode
+
+from . import judge, sandbox
+
+# Tags that change whether or how a cell runs (nbclient, Jupyter Book, nbval...).
+EXECUTION_TAGS = {"skip-execution", "raises-exception", "skip", "remove-cell", "remove-input", "nbval-skip",
+                  "nbval-ignore-output", "nbval-raises-exception", "skip-test"}
+
+
+def _source_cells(resources) -> list:
+    from nbgrader.api import Gradebook
+
+    info = resources["nbgrader"]
+    with Gradebook(info["db_url"]) as gb:
+        notebook = gb.find_notebook(info["notebook"], info["assignment"])
+        points = {c.name: float(c.max_score) for c in notebook.grade_cells}
+        solutions = {c.name for c in notebook.solution_cells}
+        return [{"name": c.name, "cell_type": c.cell_type, "source": c.source, "locked": c.locked,
+                 "metadata": {"grade": c.name in points, "grade_id": c.name, "locked": c.locked,
+                              "schema_version": 3, "solution": c.name in solutions, "task": False,
+                              **({"points": points[c.name]} if c.name in points else {})}}
+                for c in notebook.source_cells]
+
+
+def _restore(cell, src: dict) -> None:
+    """The assignment's own role (and, for a locked cell, text) for a cell the student may not change."""
+    if cell.cell_type != src["cell_type"]:
+        fresh = (nbformat.v4.new_code_cell if src["cell_type"] == "code" else nbformat.v4.new_markdown_cell)("")
+        cell.clear()
+        cell.update(fresh)
+    cell.metadata["nbgrader"] = dict(src["metadata"])
+    if src["locked"]:
+        cell.source = src["source"]
+
+
+class Hygiene(Preprocessor):
+    """Keep only what a student may change; note everything else that was ignored or restored."""
+
+    enabled = Bool(True).tag(config=True)
+
+    def preprocess(self, nb, resources):
+        notes: list[str] = []
+        source = _source_cells(resources)
+        known = {c["name"]: c for c in source}
+        seen: set[str] = set()
+        for i, cell in enumerate(nb.cells):
+            tags = cell.metadata.pop("tags", None)
+            if isinstance(tags, list) and EXECUTION_TAGS & set(map(str, tags)):
+                notes.append(f"cell {i}: ignored the tag(s) {sorted(EXECUTION_TAGS & set(map(str, tags)))}")
+            meta = cell.metadata.get("nbgrader")
+            if meta is None:
+                continue
+            gid = meta.get("grade_id") if isinstance(meta, dict) else None
+            if gid not in known:
+                notes.append(f"cell {i}: nbgrader metadata for {gid!r}, which is not part of the assignment, "
+                             "was ignored")
+                del cell.metadata["nbgrader"]
+            elif gid in seen:
+                notes.append(f"cell {i}: a second copy of the cell {gid!r} was graded as an ordinary cell")
+                del cell.metadata["nbgrader"]
+            else:
+                seen.add(gid)
+                role = ("grade", "solution", "locked", "points")
+                if any(meta.get(k) != known[gid]["metadata"].get(k) for k in role):
+                    notes.append(f"cell {i}: the nbgrader settings of {gid!r} were changed; restored them")
+                _restore(cell, known[gid])
+        # Put back deleted cells of the assignment, each after the cell that precedes it in the original.
+        positions = {c.metadata["nbgrader"]["grade_id"]: i for i, c in enumerate(nb.cells)
+                     if "nbgrader" in c.metadata}
+        for k, src in enumerate(source):
+            if src["name"] in positions:
+                continue
+            before = [positions[s["name"]] for s in source[:k] if s["name"] in positions]
+            at = max(before) + 1 if before else 0
+            cell = (nbformat.v4.new_code_cell if src["cell_type"] == "code" else nbformat.v4.new_markdown_cell)(
+                src["source"])  # a deleted answer cell comes back as the stub, and scores 0
+            _restore(cell, src)
+            nb.cells.insert(at, cell)
+            positions = {g: (p + 1 if p >= at else p) for g, p in positions.items()}
+            positions[src["name"]] = at
+            notes.append(f"the cell {src['name']!r} was missing and was restored from the assignment")
+        nb.metadata.setdefault("lmbook", {})["hygiene"] = notes
+        for note in notes:
+            self.log.warning("%s: %s", resources["nbgrader"].get("student", "?"), note)
+        return nb, resources
+
+
+@functools.cache
+def grader_fingerprint() -> str:
+    """Changes whenever lmbook's code (checks, references, runner, judge, the corpus...) changes."""
+    h = hashlib.sha256()
+    package = Path(__file__).resolve().parent.parent
+    for path in sorted(package.rglob("*.py")):
+        h.update(str(path.relative_to(package)).encode() + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def notebook_key(nb) -> str:
+    """What a grading result depends on: every code cell's text and role, in order, and the grader."""
+    parts = [grader_fingerprint()]
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            parts.append(json.dumps([judge.is_test_cell(cell), cell.source]))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def cache_dir_for(resources, configured: str) -> Path:
+    if configured:
+        return Path(configured)
+    db = resources["nbgrader"]["db_url"].removeprefix("sqlite:///")
+    return Path(db).parent / "lmbook_cache"
+
+
+def load_cached(cache: Path, key: str) -> judge.Graded | None:
+    try:
+        return judge.Graded.from_json(json.loads((cache / f"{key}.json").read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def store(cache: Path, key: str, graded: judge.Graded) -> None:
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = cache / f".{key}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(graded.to_json()))
+    os.replace(tmp, cache / f"{key}.json")  # atomic: a killed batch never leaves half a result
+
+
+class SandboxedExecute(Preprocessor):
+    """nbgrader's Execute, replaced: sandboxed run, verdicts outside the kernel, outputs into the notebook."""
+
+    enabled = Bool(True).tag(config=True)
+    timeout = Float(judge.DEFAULT_TIMEOUT, help="seconds per cell").tag(config=True)
+    cache_dir = Unicode("", help="results cache (default: lmbook_cache beside the gradebook)").tag(config=True)
+    no_sandbox = Bool(os.environ.get("LMBOOK_NO_SANDBOX") == "1",
+                      help="run student code without bubblewrap (trusted notebooks only)").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        key = notebook_key(nb)
+        cache = cache_dir_for(resources, self.cache_dir)
+        graded = load_cached(cache, key)
+        if graded is None:
+            graded = judge.grade_notebook(nb, use_sandbox=not self.no_sandbox, timeout=self.timeout)
+            store(cache, key, graded)
+        apply(nb, graded)
+        student = resources.get("nbgrader", {}).get("student", "?")
+        for line in graded.tampering:
+            self.log.warning("%s: suspicious: %s", student, line)
+        if graded.problem:
+            self.log.warning("%s: %s", student, graded.problem)
+        return nb, resources
+
+
+def apply(nb, graded: judge.Graded) -> None:
+    """Write the graded outputs into the notebook's code cells (nothing else)."""
+    count = 0
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        outs = graded.outputs.get(i)
+        if outs is None:
+            cell.outputs, cell.execution_count = [], None
+            if judge.is_test_cell(cell):  # never ran: an error, so it scores 0
+                cell.outputs = [nbformat.from_dict(o) for o in judge.Verdict(False, [
+                    "not graded: the notebook stopped before this cell"]).outputs()]
+            continue
+        count += 1
+        cell.execution_count = count
+        cell.outputs = [nbformat.from_dict(copy.deepcopy(o)) for o in outs]
+        for o in cell.outputs:
+            if o.output_type == "execute_result":
+                o.execution_count = count
+
+
+def sanitize_preprocessors() -> list[type]:
+    """nbgrader's sanitizing steps of ``autograde``, with :class:`Hygiene` first (one list for both users)."""
+    from nbgrader.preprocessors import (
+        CheckCellMetadata,
+        ClearOutput,
+        DeduplicateIds,
+        OverwriteCells,
+        OverwriteKernelspec,
+    )
+
+    return [Hygiene, ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells, CheckCellMetadata]
+
+
+def autograde_preprocessors() -> list[type]:
+    """nbgrader's grading steps of ``autograde``, with :class:`SandboxedExecute` in place of ``Execute``."""
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader.preprocessors import (
+        AssignLatePenalties,
+        CheckCellMetadata,
+        IgnorePattern,
+        LimitOutput,
+        SaveAutoGrades,
+    )
+
+    return [SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+            AssignLatePenalties, CheckCellMetadata]
+
+
+def sandbox_ready(no_sandbox: bool) -> None:
+    """Refuse to grade (with the fix) when the sandbox is missing and running without it was not asked for."""
+    if not no_sandbox:
+        sandbox.check_available()

@@ -1,0 +1,259 @@
+"""Run :mod:`lmbook.grading.runner` on one submission inside a bubblewrap sandbox, with limits.
+
+The sandbox sees the Python installation (read-only), the job folder
+(read-only: the student's cells and the grader's inputs) and an output
+folder; nothing else of the machine. It has no network, its own process and
+IPC namespaces, an empty home, a small private ``/tmp``, and runs as
+``nobody`` when the grader runs as root. Limits: address space (memory), CPU
+seconds, file size, number of processes and open files; the grader kills it
+when a step overruns its wall-clock time or the whole run overruns its own.
+Where bubblewrap is missing, grading refuses (``SandboxUnavailable``) unless
+the caller opts out explicitly.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import select
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import lmbook
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap cannot be used on this machine, and running unsandboxed was not asked for."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_bytes: int = 4 * 1024**3  # address space: torch alone maps ~0.7 GB
+    cpu_seconds: int = 900
+    file_bytes: int = 256 * 1024**2
+    processes: int = 256
+    open_files: int = 1024
+    tmp_bytes: int = 256 * 1024**2
+    step_grace_s: float = 10.0  # after a step's soft limit, before the kill
+    total_s: float = 900.0
+
+
+@dataclass
+class RunResult:
+    events: list[dict] = field(default_factory=list)  # in the order they arrived
+    killed: str | None = None  # why the grader stopped the run, if it did
+    returncode: int | None = None
+    stderr: str = ""
+    seconds: float = 0.0
+
+    def step_end(self, i: int) -> dict | None:
+        """The first end event of step ``i``: the runner's own (a later one could only be forged)."""
+        return next((e for e in self.events if e.get("step") == i and e.get("event") == "end"), None)
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+def check_available() -> None:
+    """Raise :class:`SandboxUnavailable` with a fix, unless bubblewrap works here."""
+    path = bwrap_path()
+    if path is None:
+        raise SandboxUnavailable(
+            "bubblewrap (bwrap) is not installed, so student code cannot be sandboxed. Install it "
+            "(Debian/Ubuntu: `apt-get install bubblewrap`; `make install` does it) or, only for trusted "
+            "notebooks, pass --no-sandbox (LMBOOK_NO_SANDBOX=1 for nbgrader).")
+    r = subprocess.run([path, "--ro-bind", "/", "/", "--unshare-all", "--", "true"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SandboxUnavailable(f"bubblewrap is installed but cannot create a sandbox here: {r.stderr.strip()} "
+                                 "(user namespaces may be disabled)")
+
+
+def _readable_roots() -> list[str]:
+    """Folders the student's Python needs: the interpreter, its libraries, and lmbook itself."""
+    paths = {sys.base_prefix, sys.prefix, sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
+             str(Path(lmbook.__file__).resolve().parent.parent), str(Path(sys.executable).resolve().parent)}
+    return sorted(p for p in paths if os.path.exists(p))
+
+
+def command(job_dir: Path, out_dir: Path, limits: Limits, sandbox: bool = True) -> list[str]:
+    runner = [sys.executable, "-m", "lmbook.grading.runner", str(job_dir), str(out_dir)]
+    prlimit = ["prlimit", f"--as={limits.memory_bytes}", f"--cpu={limits.cpu_seconds}",
+               f"--fsize={limits.file_bytes}", f"--nproc={limits.processes}", f"--nofile={limits.open_files}",
+               "--core=0", "--"]
+    if not sandbox:
+        return prlimit + runner
+    cmd = [bwrap_path() or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+           "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/home/student",
+           "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MKL_NUM_THREADS", "1",
+           "--setenv", "MPLBACKEND", "Agg", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+           "--setenv", "LMBOOK_DEVICE", os.environ.get("LMBOOK_DEVICE", "cpu")]
+    for d in ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin", "/etc/alternatives", "/etc/ld.so.cache"):
+        if os.path.exists(d):
+            cmd += ["--ro-bind", d, d]
+    for d in _readable_roots():
+        cmd += ["--ro-bind", d, d]
+    cmd += ["--proc", "/proc", "--dev", "/dev",
+            "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
+            "--size", str(limits.tmp_bytes), "--tmpfs", "/home/student",
+            "--ro-bind", str(job_dir), str(job_dir), "--bind", str(out_dir), str(out_dir),
+            "--chdir", "/home/student", "--"]
+    if _can_drop_to_nobody():  # never run student code as root, even a namespaced root, when it can be avoided
+        prlimit = [*NOBODY, *prlimit]
+    return prlimit + cmd + runner
+
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+@functools.cache
+def _can_drop_to_nobody() -> bool:
+    """As root: can ``nobody`` run this Python? (Not when it lives under /root, as pyenv installs it.)"""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return False
+
+    def reachable(path: str) -> bool:
+        p = Path(path).resolve()
+        return all(os.stat(q).st_mode & stat.S_IXOTH for q in [p, *p.parents] if q.is_dir())
+
+    return all(reachable(p) for p in [*_readable_roots(), os.path.realpath(sys.executable)])
+
+
+def _pids_cgroup(limit: int) -> Path | None:
+    """A cgroup (v1 or v2) capping the number of processes, where this machine lets us make one.
+
+    RLIMIT_NPROC does not bind root, so when the sandbox cannot drop to ``nobody`` this is what stops
+    a fork bomb."""
+    for base in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
+        if not (base / "cgroup.procs").exists() or not os.access(base, os.W_OK):
+            continue
+        group = base / f"lmbook-{os.getpid()}-{time.monotonic_ns()}"
+        try:
+            group.mkdir()
+            (group / "pids.max").write_text(str(limit))
+            return group
+        except OSError:
+            try:
+                group.rmdir()
+            except OSError:
+                pass
+    return None
+
+
+def run(job_dir: Path, out_dir: Path, step_timeouts: list[float], limits: Limits = Limits(),
+        sandbox: bool = True, keep_dir: Path | None = None) -> RunResult:
+    """Run the job; kill it when a step or the whole run overruns. Returns the events it recorded.
+
+    After each step, the ``.npy`` files the runner wrote are copied to ``keep_dir`` (if given) before the
+    runner may go on: later student code can no longer change them there.
+    """
+    if sandbox:
+        check_available()
+    if _can_drop_to_nobody():
+        os.chown(out_dir, 65534, 65534)
+    cgroup = _pids_cgroup(limits.processes) if os.geteuid() == 0 and not _can_drop_to_nobody() else None
+
+    def enter_cgroup() -> None:  # in the child, before exec: everything it starts stays in the group
+        if cgroup is not None:
+            (cgroup / "cgroup.procs").write_text(str(os.getpid()))
+
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(command(job_dir, out_dir, limits, sandbox), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                preexec_fn=enter_cgroup)
+        return _watch(proc, out_dir, keep_dir, step_timeouts, limits, start)
+    finally:
+        if cgroup is not None:
+            for _ in range(50):  # the group can be removed once its last process is reaped
+                try:
+                    cgroup.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+
+
+def _keep(out_dir: Path, keep_dir: Path | None) -> None:
+    """Copy the outputs written so far; the first copy of a file is the one that counts."""
+    if keep_dir is None:
+        return
+    for path in out_dir.glob("*.npy"):
+        dest = keep_dir / path.name
+        if not dest.exists() and path.is_file() and not path.is_symlink():
+            shutil.copyfile(path, dest)
+
+
+def _watch(proc: subprocess.Popen, out_dir: Path, keep_dir: Path | None, step_timeouts: list[float],
+           limits: Limits, start: float) -> RunResult:
+    result = RunResult()
+    stderr_chunks: list[bytes] = []
+    pending = b""
+    step, step_started = -1, start
+    killed = None
+    streams = [proc.stdout, proc.stderr]
+    for s in streams:
+        os.set_blocking(s.fileno(), False)
+    while True:
+        ready, _, _ = select.select([s for s in streams if not s.closed], [], [], 0.2)
+        eof = False
+        for s in ready:
+            chunk = s.read(1 << 16)
+            if not chunk:
+                eof = eof or s is proc.stdout
+                continue
+            if s is proc.stderr:
+                if sum(map(len, stderr_chunks)) < 65536:
+                    stderr_chunks.append(chunk)
+                continue
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue  # not the runner's
+                if not isinstance(e, dict):
+                    continue
+                result.events.append(e)
+                if e.get("event") == "start" and isinstance(e.get("step"), int) and e["step"] != step:
+                    step, step_started = e["step"], time.monotonic()
+                if e.get("event") == "end":
+                    _keep(out_dir, keep_dir)
+                    try:
+                        proc.stdin.write(b"k")
+                        proc.stdin.flush()
+                    except OSError:
+                        pass
+        now = time.monotonic()
+        if 0 <= step < len(step_timeouts) and now - step_started > step_timeouts[step] + limits.step_grace_s:
+            killed = f"a cell ran past its time limit ({step_timeouts[step]:.0f} s) and was stopped"
+        elif now - start > limits.total_s:
+            killed = f"the notebook ran past the time limit for a whole submission ({limits.total_s:.0f} s)"
+        if killed:
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+        if eof or (proc.poll() is not None and not ready):
+            break
+    proc.wait()
+    try:
+        stderr_chunks.append(proc.stderr.read() or b"")
+    except OSError:
+        pass
+    stderr = b"".join(stderr_chunks)[-65536:].decode(errors="replace")
+    result.killed, result.returncode, result.stderr = killed, proc.returncode, stderr
+    result.seconds = time.monotonic() - start
+    if killed is None and not any(e.get("event") == "done" for e in result.events):
+        if proc.returncode == -signal.SIGXCPU or "SIGXCPU" in stderr:
+            result.killed = f"the notebook used more than {limits.cpu_seconds} s of CPU time"
+        elif "MemoryError" in stderr or "can't allocate memory" in stderr:
+            result.killed = f"the notebook ran out of memory (limit {limits.memory_bytes / 1024**3:.1f} GiB)"
+        else:
+            result.killed = f"the Python process died (exit status {proc.returncode})"
+    return result

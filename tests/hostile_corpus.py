@@ -1,0 +1,404 @@
+"""Hostile and broken submissions of exercise 1, each with the exact grade it must get.
+
+Every attack on the grader we know of (and every way a submission breaks) is
+one student folder. The tampering ones carry wrong or blank answers, so an
+attack that worked would show up as points. ``EXPECTED[name]`` is
+``(per-task points, flagged for review, a phrase the report must contain)``;
+the task order is log_softmax, cross_entropy, ffnn_forward, sgns_loss, train_lm
+(3 + 3 + 3 + 3 + 4 = 16 points).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "autograder"))
+from make_samples import NOTEBOOK, fill, solution_answers  # noqa: E402
+
+GOOD = solution_answers()
+FULL, ZERO = [3, 3, 3, 3, 4], [0, 0, 0, 0, 0]
+WRONG = {  # a wrong answer for every task: a successful attack would turn these into points
+    "log_softmax": "def log_softmax(x, dim=-1):\n    return x",
+    "cross_entropy": "def cross_entropy(logits, targets, ignore_index=-100):\n    return logits.sum()\n\n"
+                     "def perplexity(logits, targets, ignore_index=-100):\n    return 1.0",
+    "ffnn_forward": "def ffnn_forward(context, E, W, b, U, c):\n    return torch.zeros(len(context), U.shape[0])",
+    "sgns_loss": "def sgns_loss(v_c, u_o, u_neg):\n    return torch.tensor(0.0)",
+    "train_lm": "def train_lm(train_ids, vocab_size):\n    return (lambda ctx: torch.zeros(len(ctx), vocab_size)), 3",
+}
+
+
+def _with_cell(nb, source: str, after: str = "setup"):
+    """Add a student's own code cell after the cell with grade_id ``after``."""
+    i = next(k for k, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == after)
+    nb.cells.insert(i + 1, nbformat.v4.new_code_cell(source))
+    return nb
+
+
+def _tampering(code: str, after: str = "setup"):
+    return lambda: _with_cell(fill(WRONG), code, after)
+
+
+def _cells_of(nb, *grade_ids):
+    return [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") in grade_ids]
+
+
+def _tags_on_tests():
+    nb = fill({**GOOD, "ffnn_forward": WRONG["ffnn_forward"], "train_lm": WRONG["train_lm"]})
+    for c in nb.cells:
+        if c.metadata.get("nbgrader", {}).get("grade"):
+            c.metadata["tags"] = ["skip-execution", "raises-exception"]
+    return nb
+
+
+def _duplicate_test_cell():
+    nb = fill(GOOD)
+    test = copy.deepcopy(_cells_of(nb, "test_log_softmax")[0])
+    i = nb.cells.index(_cells_of(nb, "sgns_loss")[0])
+    nb.cells.insert(i + 1, test)
+    return nb
+
+
+def _deleted_test_cells():
+    nb = fill(GOOD)
+    for c in _cells_of(nb, "test_log_softmax", "hidden_log_softmax"):
+        nb.cells.remove(c)
+    return nb
+
+
+def _deleted_answer_cell():
+    nb = fill(GOOD)
+    nb.cells.remove(_cells_of(nb, "ffnn_forward")[0])
+    return nb
+
+
+def _edited_test_cells():
+    nb = fill(WRONG)
+    for c in nb.cells:
+        meta = c.metadata.get("nbgrader", {})
+        if meta.get("grade"):
+            c.source = "16"  # nbgrader reads a displayed number as partial credit
+            meta["points"] = 100
+    _cells_of(nb, "hidden_train_lm")[0].metadata["nbgrader"]["grade"] = False
+    extra = nbformat.v4.new_code_cell("1000")
+    extra.metadata["nbgrader"] = {"grade": True, "grade_id": "bonus", "locked": False, "points": 1000,
+                                  "schema_version": 3, "solution": False, "task": False}
+    nb.cells.append(extra)
+    return nb
+
+
+def _hangs_in_answer():
+    return fill({**GOOD, "ffnn_forward": "def ffnn_forward(context, E, W, b, U, c):\n    while True:\n        pass"})
+
+
+def _unkillable_loop():
+    # After task 2, a cell that swallows the grader's soft time limit: the run is killed there.
+    return _with_cell(fill(GOOD), "while True:\n    try:\n        while True:\n            pass\n"
+                                  "    except BaseException:\n        pass", after="hidden_cross_entropy")
+
+
+def _output_flood():
+    return _with_cell(fill(GOOD), "for i in range(200_000):\n    print('spam' * 50)")
+
+
+def _memory_hog():
+    return _with_cell(fill(GOOD), "hog = torch.ones(3_000_000_000, dtype=torch.float32)", after="hidden_cross_entropy")
+
+
+def _hidden_import():
+    return fill({**GOOD, "log_softmax": "from torch.nn.functional import log_softmax as _ls\n\n"
+                                        "def log_softmax(x, dim=-1):\n    return _ls(x, dim)"})
+
+
+# name -> (build, expected per-task points, flagged, a phrase the report must contain, extra files)
+CORPUS = {
+    "honest": (lambda: fill(GOOD), FULL, False, "", {}),
+    "tags_on_tests": (_tags_on_tests, [3, 3, 0, 3, 0], False, "ignored the tag(s)", {}),
+    "input_transformer": (_tampering("ip = get_ipython()\nip.input_transformers_cleanup.append("
+                                     "lambda lines: ['pass\\n'])"), ZERO, True, "uses IPython's", {}),
+    "monkeypatch_allclose": (_tampering("import numpy as np\ntorch.allclose = lambda *a, **k: True\n"
+                                        "np.allclose = lambda *a, **k: True"), ZERO, True, "monkeypatching", {}),
+    "patch_grader": (_tampering("import lmbook.grading.checks as C\n"
+                                "C.describe_tensor_mismatch = lambda *a, **k: None"), ZERO, True,
+                     "grader's internals", {}),
+    "always_equal": (_tampering("class Anything(torch.Tensor):\n    def __eq__(self, other):\n        return True\n"
+                                "def log_softmax(x, dim=-1):\n    return Anything()"), ZERO, True,
+                     "defines `__eq__`", {}),
+    "planted_numpy": (lambda: fill(GOOD), FULL, False, "ignored 1 other file(s): numpy.py",
+                      {"numpy.py": "raise SystemExit('planted')\nallclose = lambda *a, **k: True\n"}),
+    "reads_gradebook": (_tampering("data = open('../../../gradebook.db', 'rb').read()"), ZERO, True,
+                        "opens a file", {}),
+    "finds_hidden_tests": (_tampering("import glob\nfound = glob.glob('/**/source/**/*.ipynb', recursive=True)"),
+                           ZERO, True, "imports `glob`", {}),
+    "writes_gradebook": (_tampering("import sqlite3\ndb = sqlite3.connect('../../../gradebook.db')\n"
+                                    "db.execute('update grade set manual_score = 3')\ndb.commit()"), ZERO, True,
+                         "imports `sqlite3`", {}),
+    "reads_other_students": (_tampering("import os\nothers = os.listdir('../..')"), ZERO, True, "imports `os`", {}),
+    "network": (_tampering("import urllib.request\nurllib.request.urlopen('http://example.com').read()"),
+                ZERO, True, "the network", {}),
+    "exec_hidden": (_tampering("exec('imp' + 'ort os')"), ZERO, True, "calls `exec`", {}),
+    "getattr_hidden": (_tampering("ls = getattr(torch, 'log_' + 'softmax')"), ZERO, True, "`getattr`", {}),
+    "frame_walk": (_tampering("import inspect\nframe = inspect.currentframe()"), ZERO, True, "imports `inspect`", {}),
+    "ignores_alarm": (_tampering("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)"), ZERO, True,
+                      "imports `signal`", {}),
+    "sys_modules": (_tampering("import sys\nsys.modules['numpy'] = None"), ZERO, True, "sys.modules", {}),
+    "forges_outputs": (_tampering("import json, sys\nimport numpy as np\njob, out = sys.argv[1], sys.argv[2]\n"
+                                  "np.save(out + '/c4_0_0.npy', np.zeros(3))", after="hidden_log_softmax"),
+                       ZERO, True, "sys.argv", {}),
+    "shell_command": (_tampering("!cat ../../../gradebook.db"), ZERO, True, "system", {}),
+    "hidden_import": (_hidden_import, [0, 3, 3, 3, 4], False, "torch.nn.functional.log_softmax", {}),
+    "duplicate_test_cell": (_duplicate_test_cell, FULL, False, "second copy", {}),
+    "deleted_test_cells": (_deleted_test_cells, FULL, False, "was missing and was restored", {}),
+    "deleted_answer_cell": (_deleted_answer_cell, [3, 3, 0, 3, 4], False, "'ffnn_forward' was missing", {}),
+    "edited_test_cells": (_edited_test_cells, ZERO, False, "were changed; restored them", {}),
+    "hangs_in_answer": (_hangs_in_answer, [3, 3, 0, 3, 4], False, "took too long", {}),
+    "unkillable_loop": (_unkillable_loop, [3, 3, 0, 0, 0], False, "ran past its time limit", {}),
+    "memory_hog": (_memory_hog, FULL, False, "", {}),
+    "output_flood": (_output_flood, FULL, False, "", {}),
+}
+# Not graded at all (a clear status, 0 points): the file itself is broken.
+BROKEN = {
+    "invalid_json": ('{"cells": [', "unreadable notebook"),
+    "not_a_notebook_schema": ('{"cells": 3, "nbformat": 4, "nbformat_minor": 5, "metadata": {}}',
+                              "unreadable notebook"),
+}
+# Graded normally, from a file in another shape.
+RENAMED = ("renamed", "my homework (final).ipynb", FULL, "was renamed")
+OLD_FORMAT = ("old_format", FULL, "converted from notebook format 3")
+
+
+def write_corpus(dest: Path) -> dict[str, tuple[list[int], bool, str]]:
+    """Write every submission as a student folder under ``dest``; return name -> (points, flagged, phrase)."""
+    expected = {}
+    for name, (build, points, flagged, phrase, extra) in CORPUS.items():
+        folder = dest / name
+        folder.mkdir(parents=True)
+        nbformat.write(build(), folder / NOTEBOOK)
+        for fname, text in extra.items():
+            (folder / fname).write_text(text)
+        expected[name] = (points, flagged, phrase)
+    for name, (text, phrase) in BROKEN.items():
+        (dest / name).mkdir(parents=True)
+        (dest / name / NOTEBOOK).write_text(text)
+        expected[name] = (ZERO, False, phrase)
+    name, fname, points, phrase = RENAMED
+    (dest / name).mkdir(parents=True)
+    nbformat.write(fill(GOOD), dest / name / fname)
+    expected[name] = (points, False, phrase)
+    name, points, phrase = OLD_FORMAT
+    (dest / name).mkdir(parents=True)
+    v3 = nbformat.convert(fill(GOOD), 3)
+    (dest / name / NOTEBOOK).write_text(json.dumps(v3))
+    expected[name] = (points, False, phrase)
+    return expected
+
+
+# ----------------------------------------------------------------------------- known wrong implementations
+# Three or more per task, one notebook per column: (answer, the misconception the feedback must name).
+# The cross-entropy answers use torch's log-softmax, so each is wrong only in its own way.
+TRAIN_TEMPLATE = '''
+def train_lm(train_ids, vocab_size):
+    window = 4
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(vocab_size, 32), nn.Flatten(start_dim=1), nn.Linear(window * 32, 128),
+                          nn.Tanh(), nn.Linear(128, vocab_size))
+    contexts, targets = make_windows(train_ids, window)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for epoch in range(EPOCHS):
+        order = torch.randperm(len(targets))
+        for i in range(0, len(order), 256):
+            idx = order[i:i + 256]
+            loss = F.cross_entropy(model(contexts[idx]), targets[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return RETURN
+'''
+WRONG_SETS = {
+    "wrong_1": {
+        "log_softmax": ("def log_softmax(x, dim=-1):\n    return x - x.exp().sum(dim=dim, keepdim=True).log()",
+                        "exp overflows"),
+        "cross_entropy": ("def cross_entropy(logits, targets, ignore_index=-100):\n"
+                          "    logp = torch.log_softmax(logits, -1).reshape(-1, logits.shape[-1])\n"
+                          "    t = targets.reshape(-1)\n    keep = t != ignore_index\n"
+                          "    return -logp[keep].gather(1, t[keep].unsqueeze(1)).sum()\n\n"
+                          "def perplexity(logits, targets, ignore_index=-100):\n"
+                          "    return math.exp(cross_entropy(logits, targets, ignore_index).item())",
+                          "returned the sum over positions"),
+        "ffnn_forward": ("def ffnn_forward(context, E, W, b, U, c):\n"
+                         "    z = E[context.flip(1)].flatten(1)\n    return torch.tanh(z @ W.T + b) @ U.T + c",
+                         "reverse order"),
+        "sgns_loss": ("def sgns_loss(v_c, u_o, u_neg):\n    pos = (u_o * v_c).sum(-1)\n"
+                      "    neg = (u_neg @ v_c.unsqueeze(-1)).squeeze(-1)\n"
+                      "    return -(F.logsigmoid(pos) + F.logsigmoid(neg).sum(-1)).mean()",
+                      "noise words need σ(-u_k·v_c)"),
+        "train_lm": (TRAIN_TEMPLATE.replace("EPOCHS", "0").replace("RETURN", "model, window"),
+                     "the target is at most"),
+    },
+    "wrong_2": {
+        "log_softmax": ("def log_softmax(x, dim=-1):\n    return torch.log(torch.softmax(x, dim=dim))",
+                        "log of softmax underflows"),
+        "cross_entropy": ("def cross_entropy(logits, targets, ignore_index=-100):\n"
+                          "    logp = torch.log_softmax(logits, -1).reshape(-1, logits.shape[-1])\n"
+                          "    t = targets.reshape(-1)\n    keep = t != ignore_index\n"
+                          "    return -logp[keep].gather(1, t[keep].unsqueeze(1)).sum() / t.numel()\n\n"
+                          "def perplexity(logits, targets, ignore_index=-100):\n"
+                          "    return math.exp(cross_entropy(logits, targets, ignore_index).item())",
+                          "averaged over padding positions too"),
+        "ffnn_forward": ("def ffnn_forward(context, E, W, b, U, c):\n"
+                         "    z = E[context].flatten(1)\n    return (z @ W.T + b) @ U.T + c", "left out the tanh"),
+        "sgns_loss": ("def sgns_loss(v_c, u_o, u_neg):\n    pos = (u_o * v_c).sum(-1)\n"
+                      "    neg = (u_neg @ v_c.unsqueeze(-1)).squeeze(-1)\n"
+                      "    return -(F.logsigmoid(pos) + F.logsigmoid(-neg).sum(-1)).sum()", "summed over the batch"),
+        "train_lm": (TRAIN_TEMPLATE.replace("EPOCHS", "1").replace("RETURN", "model"),
+                     "return `(model, window)`"),
+    },
+    "wrong_3": {
+        "log_softmax": ("def log_softmax(x, dim=-1):\n    m = x.amax(dim=-1, keepdim=True)\n"
+                        "    return x - m - (x - m).exp().sum(dim=-1, keepdim=True).log()",
+                        "ignored the `dim` argument"),
+        "cross_entropy": ("def cross_entropy(logits, targets, ignore_index=-100):\n"
+                          "    logp = torch.log_softmax(logits, -1).reshape(-1, logits.shape[-1])\n"
+                          "    t = targets.reshape(-1)\n    keep = t != ignore_index\n"
+                          "    return logp[keep].gather(1, t[keep].unsqueeze(1)).mean()\n\n"
+                          "def perplexity(logits, targets, ignore_index=-100):\n"
+                          "    return 2 ** cross_entropy(logits, targets, ignore_index).item()",
+                          "sign error"),
+        "ffnn_forward": ("def ffnn_forward(context, E, W, b, U, c):\n"
+                         "    z = E[context].flatten(1)\n    return torch.tanh(z @ W.T) @ U.T + c",
+                         "left out the hidden bias b"),
+        "sgns_loss": ("def sgns_loss(v_c, u_o, u_neg):\n    return -F.logsigmoid((u_o * v_c).sum(-1)).mean()",
+                      "left out the negative samples"),
+        "train_lm": ("from lmbook.ffnn import FeedforwardLM\n\n"
+                     "def train_lm(train_ids, vocab_size):\n    return FeedforwardLM(vocab_size, 3), 3",
+                     "FeedforwardLM"),
+    },
+    "wrong_4": {
+        "log_softmax": ("def log_softmax(x, dim=-1):\n    return torch.softmax(x, dim=dim)",
+                        "returned probabilities (softmax)"),
+        "cross_entropy": ("def cross_entropy(logits, targets, ignore_index=-100):\n"
+                          "    logp = torch.log_softmax(logits, -1).reshape(-1, logits.shape[-1])\n"
+                          "    t = targets.reshape(-1)\n    keep = t != ignore_index\n"
+                          "    return -logp[keep].gather(1, t[keep].unsqueeze(1)).mean() / math.log(2)\n\n"
+                          "def perplexity(logits, targets, ignore_index=-100):\n"
+                          "    return math.exp(cross_entropy(logits, targets, ignore_index).item())",
+                          "measured in bits"),
+        "ffnn_forward": ("def ffnn_forward(context, E, W, b, U, c):\n    z = E[context].flatten(1)\n"
+                         "    return torch.log_softmax(torch.tanh(z @ W.T + b) @ U.T + c, -1)",
+                         "returned log-probabilities"),
+        "sgns_loss": ("def sgns_loss(v_c, u_o, u_neg):\n    pos = (u_o * v_c).sum(-1)\n"
+                      "    neg = (u_neg @ v_c.unsqueeze(-1)).squeeze(-1)\n"
+                      "    return -(F.logsigmoid(pos) + F.logsigmoid(-neg).mean(-1)).mean()",
+                      "averaged over the k negatives"),
+        "train_lm": (TRAIN_TEMPLATE.replace("EPOCHS", "1").replace("RETURN", "model, 2"),
+                     "on (2-word) contexts raised"),
+    },
+}
+
+# ----------------------------------------------------------------------------- correct, but not the solution
+VARIANTS = {
+    "loops": {
+        "log_softmax": '''
+def log_softmax(x, dim=-1):
+    moved = x.movedim(dim, -1)
+    rows = moved.reshape(-1, moved.shape[-1])
+    out = torch.empty_like(rows)
+    for i in range(rows.shape[0]):  # one row at a time
+        m = max(float(v) for v in rows[i])
+        total = sum(math.exp(float(v) - m) for v in rows[i])
+        out[i] = rows[i] - m - math.log(total)
+    return out.reshape(moved.shape).movedim(-1, dim)''',
+        "cross_entropy": '''
+def cross_entropy(logits, targets, ignore_index=-100):
+    logp = log_softmax(logits, dim=-1).reshape(-1, logits.shape[-1])
+    total, count = 0.0, 0
+    for row, t in zip(logp, targets.reshape(-1).tolist()):
+        if t != ignore_index:
+            total, count = total - row[t], count + 1
+    return total / count
+
+def perplexity(logits, targets, ignore_index=-100):
+    return float(torch.exp(cross_entropy(logits, targets, ignore_index)))''',
+        "ffnn_forward": '''
+def ffnn_forward(context, E, W, b, U, c):
+    parts = [E[context[:, j]] for j in range(context.shape[1])]
+    z = torch.cat(parts, dim=1)
+    return torch.tanh(z @ W.T + b) @ U.T + c''',
+        "sgns_loss": '''
+def sgns_loss(v_c, u_o, u_neg):
+    loss = -F.logsigmoid((u_o * v_c).sum(-1))
+    for j in range(u_neg.shape[1]):
+        loss = loss - F.logsigmoid(-(u_neg[:, j] * v_c).sum(-1))
+    return loss.mean()''',
+        "train_lm": '''
+class MyLM(nn.Module):
+    def __init__(self, V, window, d=24, H=96):
+        super().__init__()
+        self.emb = nn.Embedding(V, d)
+        self.hidden = nn.Linear(window * d, H)
+        self.out = nn.Linear(H, V)
+
+    def forward(self, context):
+        return self.out(torch.relu(self.hidden(self.emb(context).flatten(1))))
+
+def train_lm(train_ids, vocab_size):
+    window = 3
+    torch.manual_seed(1)
+    model = MyLM(vocab_size, window)
+    contexts, targets = make_windows(train_ids, window)
+    opt = torch.optim.Adam(model.parameters(), lr=5e-3)
+    for epoch in range(3):
+        for i in range(0, len(targets), 128):
+            loss = F.cross_entropy(model(contexts[i:i + 128]), targets[i:i + 128])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return model, window''',
+    },
+    "float64_and_masks": {
+        "log_softmax": '''
+def log_softmax(x, dim=-1):
+    x64 = x.double()  # compute in float64, return float64: a different but valid dtype
+    m = torch.max(x64, dim=dim, keepdim=True).values
+    return x64 - m - torch.exp(x64 - m).sum(dim=dim, keepdim=True).log()''',
+        "cross_entropy": '''
+def cross_entropy(logits, targets, ignore_index=-100):
+    mask = (targets != ignore_index)
+    safe = torch.where(mask, targets, torch.zeros_like(targets))
+    nll = -log_softmax(logits, dim=-1).gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+    return (nll * mask).sum() / mask.sum()
+
+def perplexity(logits, targets, ignore_index=-100):
+    return cross_entropy(logits, targets, ignore_index).exp()''',
+        "ffnn_forward": '''
+def ffnn_forward(context, E, W, b, U, c):
+    one_hot = F.one_hot(context, E.shape[0]).to(E.dtype)   # (B, m, V) @ (V, d): embedding lookup as a matmul
+    z = (one_hot @ E).reshape(context.shape[0], -1)
+    return torch.einsum("bh,vh->bv", torch.tanh(torch.einsum("bi,hi->bh", z, W) + b), U) + c''',
+        "sgns_loss": '''
+def sgns_loss(v_c, u_o, u_neg):
+    pos = torch.bmm(u_o.unsqueeze(1), v_c.unsqueeze(2)).reshape(-1)
+    neg = torch.bmm(u_neg, v_c.unsqueeze(2)).squeeze(2)
+    return (F.softplus(-pos) + F.softplus(neg).sum(1)).mean()   # -log σ(z) = softplus(-z)''',
+        "train_lm": TRAIN_TEMPLATE.replace("EPOCHS", "3").replace("RETURN", "model, window"),
+    },
+}
+
+
+def _fill_wrong(name: str):
+    return fill({task: code for task, (code, _) in WRONG_SETS[name].items()})
+
+
+def write_implementations(dest: Path) -> None:
+    """The wrong sets and the correct variants, one student folder each."""
+    for name in WRONG_SETS:
+        (dest / name).mkdir(parents=True)
+        nbformat.write(_fill_wrong(name), dest / name / NOTEBOOK)
+    for name, answers in VARIANTS.items():
+        (dest / name).mkdir(parents=True)
+        nbformat.write(fill({**GOOD, **answers}), dest / name / NOTEBOOK)

@@ -1,0 +1,256 @@
+"""The hardened grader on a class of hostile, broken, wrong and unusual-but-correct submissions.
+
+One batch grades them all (tests/hostile_corpus.py says what each must get);
+then nbgrader's own commands are run on the same course and must agree.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hostile_corpus import (
+    BROKEN,
+    CORPUS,
+    OLD_FORMAT,
+    RENAMED,
+    VARIANTS,
+    WRONG_SETS,
+    write_corpus,
+    write_implementations,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+TASKS = ["log_softmax", "cross_entropy", "ffnn_forward", "sgns_loss", "train_lm"]
+MAX = [3, 3, 3, 3, 4]
+TIMEOUT = "15"  # seconds per cell: the hanging submissions cost this much, not the default 300
+
+pytestmark = pytest.mark.slow
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def _grade(subs: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lmbook.autograde", str(subs), "--out", str(out), "--course",
+                           str(ROOT / "autograder"), "--timeout", TIMEOUT, *extra],
+                          capture_output=True, text=True, env=_env(), cwd=ROOT)
+
+
+def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={course}",
+                           f"--CourseDirectory.source_directory={ROOT / 'solutions'}",
+                           "--CourseDirectory.release_directory=release", "--log-level=ERROR"],
+                          capture_output=True, text=True, env=_env(), cwd=ROOT / "autograder")
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _rows(out: Path) -> dict[str, dict]:
+    with (out / "grades.csv").open() as f:
+        return {row["student"]: row for row in csv.DictReader(f)}
+
+
+def _section(report: str, student: str) -> str:
+    """The report's part about one student."""
+    m = re.search(rf"^## {re.escape(student)}:.*?(?=^## |\Z)", report, re.M | re.S)
+    assert m, f"no report section for {student}"
+    return m.group(0)
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hardened")
+    subs = tmp / "subs"
+    expected = write_corpus(subs)
+    write_implementations(subs)
+    before = _digest(subs)
+    start = time.perf_counter()
+    r = _grade(subs, tmp / "out")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return {"expected": expected, "subs": subs, "before": before, "out": tmp / "out", "stdout": r.stdout,
+            "rows": _rows(tmp / "out"), "report": (tmp / "out" / "report.md").read_text(),
+            "suspicious": (tmp / "out" / "suspicious.md").read_text(), "seconds": time.perf_counter() - start}
+
+
+# ----------------------------------------------------------------------------- the hostile corpus
+
+
+@pytest.mark.parametrize("student", [*CORPUS, *BROKEN, RENAMED[0], OLD_FORMAT[0]])
+def test_each_hostile_or_broken_submission_gets_exactly_its_grade(batch, student):
+    points, flagged, phrase = batch["expected"][student]
+    row = batch["rows"][student]
+    got = [float(row[t]) for t in TASKS]
+    assert got == points, f"{student}: got {got}, expected {points} ({row['status']})"
+    assert float(row["total"]) == sum(points) and float(row["max"]) == 16
+    assert (row["flagged"] == "yes") == flagged, f"{student}: flagged={row['flagged']!r}, expected {flagged}"
+    if phrase:
+        assert phrase in _section(batch["report"], student) + row["status"], \
+            f"{student}: the report does not say {phrase!r}:\n{_section(batch['report'], student)[:1500]}"
+
+
+def test_flagged_submissions_are_listed_with_their_evidence(batch):
+    for student, (_, flagged, phrase) in batch["expected"].items():
+        if flagged:
+            part = batch["suspicious"].split(f"## {student}\n", 1)
+            assert len(part) == 2, f"{student} is not in suspicious.md"
+            assert phrase in part[1].split("\n## ", 1)[0], f"{student}: evidence {phrase!r} missing"
+    assert "## honest" not in batch["suspicious"]
+
+
+def test_the_batch_completes_and_says_what_happened(batch):
+    n = len(batch["rows"])
+    assert f"{n} submissions in" in batch["stdout"]
+    assert "flagged for review" in batch["stdout"]
+    assert (batch["out"] / "summary.json").exists()
+
+
+def test_submissions_are_never_modified(batch):
+    assert _digest(batch["subs"]) == batch["before"]
+
+
+def test_gradebook_is_intact_and_holds_the_reported_grades(batch):
+    db = batch["out"] / "course" / "gradebook.db"
+    with sqlite3.connect(db) as con:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        # no manual scores: nothing a submission did reached the gradebook
+        assert con.execute("select count(*) from grade where manual_score is not null").fetchone()[0] == 0
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{db}") as gb:
+        for student, row in batch["rows"].items():
+            if row["status"].startswith("unreadable"):
+                continue
+            assert gb.find_submission("ch01", student).score == float(row["total"]), student
+
+
+def test_feedback_never_shows_hidden_tests(batch):
+    for html in (batch["out"] / "feedback").glob("*.html"):
+        text = html.read_text()
+        for secret in ("hidden=True", "BEGIN HIDDEN TESTS", "seed=1207", "seed=7717"):
+            assert secret not in text, f"{html.name} shows {secret!r}"
+
+
+def test_student_html_never_reaches_the_feedback(batch):
+    # only text/plain and image/png outputs are kept from student code
+    text = (batch["out"] / "feedback" / "output_flood.html").read_text()
+    assert "output truncated by the grader" in text
+    assert text.count("spam") < 5000
+
+
+# ----------------------------------------------------------------------------- wrong and correct implementations
+
+
+@pytest.mark.parametrize("name", list(WRONG_SETS))
+def test_known_wrong_implementations_lose_points_and_are_named(batch, name):
+    row, section = batch["rows"][name], _section(batch["report"], name)
+    for task, maxp in zip(TASKS, MAX, strict=True):
+        assert float(row[task]) < maxp, f"{name}: the wrong {task} kept all its points"
+        phrase = WRONG_SETS[name][task][1]
+        assert phrase in section, f"{name}: the feedback for {task} does not say {phrase!r}:\n{section[:3000]}"
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_correct_but_different_implementations_get_full_marks(batch, name):
+    row = batch["rows"][name]
+    assert float(row["total"]) == 16, f"{name}: {row}\n{_section(batch['report'], name)[:3000]}"
+    assert row["flagged"] == "" and row["status"] == "graded"
+
+
+# ----------------------------------------------------------------------------- nbgrader's own commands agree
+
+
+def _export(course: Path, tmp: Path) -> dict[str, float]:
+    dest = tmp / "export.csv"
+    r = _nbgrader(course, "export", f"--to={dest}")
+    assert r.returncode == 0, r.stderr
+    with dest.open() as f:
+        return {row["student_id"]: float(row["score"]) for row in csv.DictReader(f)}
+
+
+def test_nbgrader_export_gives_the_same_grades(batch, tmp_path):
+    exported = _export(batch["out"] / "course", tmp_path)
+    assert exported == {s: float(r["total"]) for s, r in batch["rows"].items()}
+
+
+def test_nbgrader_autograde_run_again_gives_the_same_grades(batch, tmp_path):
+    r = _nbgrader(batch["out"] / "course", "autograde", "ch01", "--force")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert _export(batch["out"] / "course", tmp_path) == {s: float(r["total"]) for s, r in batch["rows"].items()}
+
+
+def test_plain_nbgrader_autograde_alone_is_hardened(batch, tmp_path):
+    """Without lmbook-grade and without any cached result: nbgrader's command, this course's config."""
+    course = tmp_path / "course"
+    course.mkdir()
+    r = _nbgrader(course, "generate_assignment", "ch01", "--force")
+    assert r.returncode == 0, r.stderr[-2000:]
+    picks = ["honest", "monkeypatch_allclose", "tags_on_tests", "edited_test_cells"]
+    for student in picks:
+        dest = course / "submitted" / student / "ch01"
+        dest.mkdir(parents=True)
+        for f in (batch["subs"] / student).iterdir():
+            (dest / f.name).write_bytes(f.read_bytes())
+    r = _nbgrader(course, "autograde", "ch01", "--create")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert _export(course, tmp_path) == {s: float(batch["rows"][s]["total"]) for s in picks}
+
+
+# ----------------------------------------------------------------------------- re-runs and interruptions
+
+
+def test_rerunning_the_batch_reuses_results_and_changes_nothing(batch):
+    before = (batch["out"] / "grades.csv").read_text()
+    r = _grade(batch["subs"], batch["out"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (batch["out"] / "grades.csv").read_text() == before
+    assert "results reused from an earlier run" in r.stdout
+    m = re.search(r"\((\d+) results reused", r.stdout)
+    graded = sum(1 for row in batch["rows"].values() if not row["status"].startswith("unreadable"))
+    assert m and int(m.group(1)) == graded, r.stdout[-1500:]
+
+
+def test_an_interrupted_batch_resumes_without_regrading_finished_students(tmp_path):
+    subs = tmp_path / "subs"
+    write_corpus(subs)
+    keep = {"honest", "tags_on_tests", "hidden_import", "deleted_answer_cell"}
+    for d in subs.iterdir():
+        if d.name not in keep:
+            shutil.rmtree(d)
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "lmbook.autograde", str(subs), "--out", str(out), "--course",
+                             str(ROOT / "autograder"), "--timeout", TIMEOUT, "--workers", "1"],
+                            env=_env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    cache = out / "course" / "lmbook_cache"
+    deadline = time.time() + 240
+    while time.time() < deadline and len(list(cache.glob("*.json")) if cache.exists() else []) < 1:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # kill the grader and its workers mid-batch
+    proc.wait()
+    done = len(list(cache.glob("*.json")))
+    assert 1 <= done < len(keep), "the batch was not interrupted half way"
+    r = _grade(subs, out)
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = re.search(r"\((\d+) results reused", r.stdout)
+    assert m and int(m.group(1)) >= done
+    rows = _rows(out)
+    for student in keep:
+        assert [float(rows[student][t]) for t in TASKS] == CORPUS[student][1], student
+    with sqlite3.connect(out / "course" / "gradebook.db") as con:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -1,0 +1,139 @@
+"""The sandbox that runs student code: what it can reach, and the limits it runs under."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from lmbook.grading import sandbox
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+
+def _run(tmp_path: Path, *cells: str, timeout: float = 30, limits: sandbox.Limits | None = None):
+    """Run code cells in the sandbox; return (outputs per cell, RunResult)."""
+    job, out = tmp_path / "job", tmp_path / "out"
+    job.mkdir()
+    out.mkdir()
+    steps = [{"kind": "code", "source": c, "timeout": timeout} for c in cells]
+    (job / "job.json").write_text(json.dumps({"checks_module": None, "steps": steps}))
+    for p in (tmp_path, job):
+        os.chmod(p, 0o755)
+    result = sandbox.run(job, out, [timeout] * len(cells), limits or sandbox.Limits())
+    outputs = [(result.step_end(i) or {}).get("outputs") for i in range(len(cells))]
+    return outputs, result
+
+
+def _text(outputs: list[dict] | None) -> str:
+    if outputs is None:
+        return "<did not run>"
+    return "".join(o.get("text", "") + o.get("ename", "") + ": " + o.get("evalue", "") + "".join(
+        o.get("data", {}).get("text/plain", "")) for o in outputs)
+
+
+def test_student_code_runs_and_its_outputs_come_back(tmp_path):
+    outs, result = _run(tmp_path, "x = 6 * 7\nprint('hello')", "x")
+    assert "hello" in _text(outs[0])
+    assert outs[1] == [{"output_type": "execute_result", "data": {"text/plain": "42"}, "metadata": {},
+                        "execution_count": 2}]
+    assert result.killed is None
+
+
+def test_no_network(tmp_path):
+    outs, _ = _run(tmp_path, "import socket\ns = socket.socket()\ns.settimeout(3)\n"
+                             "s.connect(('127.0.0.1', 22))")
+    assert "OSError" in _text(outs[0]) or "ConnectionRefusedError" in _text(outs[0]) \
+        or "unreachable" in _text(outs[0]).lower()
+
+
+def test_the_course_solutions_and_other_files_are_invisible(tmp_path):
+    secret = ROOT / "solutions" / "ch01" / "ch01_feedforward_lm.ipynb"
+    outs, _ = _run(tmp_path, f"open({str(secret)!r}).read()", f"open({str(tmp_path / 'job' / 'job.json')!r}, 'a')",
+                   f"import os\nprint(sorted(os.listdir({str(ROOT)!r})))")
+    assert "FileNotFoundError" in _text(outs[0]) or "PermissionError" in _text(outs[0])
+    assert "Error" in _text(outs[1])  # the job is read-only
+    # of the repository, only the installed package (and a virtualenv, if it lives there) is visible
+    visible = set(ast.literal_eval(_text(outs[2]).split("\n")[0]))
+    assert visible <= {"src", ".venv"}, visible
+
+
+def test_a_private_writable_home_and_tmp(tmp_path):
+    outs, _ = _run(tmp_path, "open('notes.txt', 'w').write('x')\nopen('/tmp/t', 'w').write('y')\nimport os\n"
+                             "print(os.getcwd(), sorted(os.listdir('.')))")
+    cwd, files = _text(outs[0]).split(" ", 1)
+    assert cwd == "/home/student" and "notes.txt" in files
+
+
+def test_the_environment_is_cleared(tmp_path, monkeypatch):
+    monkeypatch.setenv("INSTRUCTOR_SECRET", "s3cret")
+    outs, _ = _run(tmp_path, "import os\nprint(os.environ.get('INSTRUCTOR_SECRET'), os.environ['OMP_NUM_THREADS'])")
+    assert "None 1" in _text(outs[0])
+
+
+def test_own_process_namespace(tmp_path):
+    outs, _ = _run(tmp_path, "import os\nprint(os.getpid() < 10)")
+    assert "True" in _text(outs[0])
+
+
+def test_memory_is_limited(tmp_path):
+    outs, result = _run(tmp_path, "x = bytearray(3 * 1024**3)", "print('still here')",
+                        limits=sandbox.Limits(memory_bytes=2 * 1024**3))
+    assert "MemoryError" in _text(outs[0])
+    assert "still here" in _text(outs[1])
+
+
+def test_a_slow_cell_is_interrupted_and_the_next_cell_runs(tmp_path):
+    outs, result = _run(tmp_path, "while True:\n    pass", "print('next')", timeout=2)
+    assert "TimeLimit" in _text(outs[0])
+    assert "next" in _text(outs[1])
+    assert result.killed is None
+
+
+def test_a_cell_that_ignores_the_interrupt_is_killed_and_what_ran_is_kept(tmp_path):
+    outs, result = _run(tmp_path, "print('first')", "while True:\n    try:\n        while True:\n            pass\n"
+                                  "    except BaseException:\n        pass", "print('never')",
+                        timeout=1, limits=sandbox.Limits(step_grace_s=2))
+    assert "first" in _text(outs[0])
+    assert outs[1] is None and outs[2] is None
+    assert "time limit" in result.killed
+
+
+def test_output_is_truncated(tmp_path):
+    outs, _ = _run(tmp_path, "for i in range(100_000):\n    print('spam' * 10)")
+    assert len(_text(outs[0])) < 25_000 and "output truncated" in _text(outs[0])
+
+
+def test_html_and_javascript_outputs_are_not_kept(tmp_path):
+    outs, _ = _run(tmp_path, "from IPython.display import HTML, display\ndisplay(HTML('<script>alert(1)</script>'))")
+    assert "<script>" not in json.dumps(outs[0])
+
+
+def test_grading_refuses_without_bubblewrap(monkeypatch):
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
+    with pytest.raises(sandbox.SandboxUnavailable, match="apt-get install bubblewrap"):
+        sandbox.check_available()
+
+
+def test_lmbook_grade_refuses_without_bubblewrap(tmp_path):
+    import subprocess
+    import sys
+    env = dict(os.environ, PATH=str(tmp_path))  # no bwrap on this PATH
+    (tmp_path / "subs").mkdir()
+    r = subprocess.run([sys.executable, "-m", "lmbook.autograde", str(tmp_path / "subs"), "--out",
+                        str(tmp_path / "out"), "--course", str(ROOT / "autograder")],
+                       capture_output=True, text=True, env=env, cwd=ROOT)
+    assert r.returncode != 0 and "bubblewrap" in r.stderr and "--no-sandbox" in r.stderr
+
+
+def test_the_number_of_processes_is_limited(tmp_path):
+    fork_many = ("import os, time\nn = 0\ntry:\n    for _ in range(200):\n        if os.fork() == 0:\n"
+                 "            time.sleep(3)\n            os._exit(0)\n        n += 1\nexcept OSError as e:\n"
+                 "    print('stopped after', n, type(e).__name__)")
+    outs, _ = _run(tmp_path, fork_many, limits=sandbox.Limits(processes=40))
+    assert "stopped after" in _text(outs[0]), _text(outs[0])
+    assert int(_text(outs[0]).split("stopped after ")[1].split()[0]) < 40
