@@ -99,12 +99,14 @@ def command(job_dir: Path, out_dir: Path, limits: Limits, sandbox: bool = True) 
     for d in ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin", "/etc/alternatives", "/etc/ld.so.cache"):
         if os.path.exists(d):
             cmd += ["--ro-bind", d, d]
-    for d in _readable_roots():
-        cmd += ["--ro-bind", d, d]
+    # The private /tmp and home first: binds made after them show through (a clone or a virtualenv
+    # under /tmp, the job folder), binds made before them would be hidden.
     cmd += ["--proc", "/proc", "--dev", "/dev",
             "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
-            "--size", str(limits.tmp_bytes), "--tmpfs", "/home/student",
-            "--ro-bind", str(job_dir), str(job_dir), "--bind", str(out_dir), str(out_dir),
+            "--size", str(limits.tmp_bytes), "--tmpfs", "/home/student"]
+    for d in _readable_roots():
+        cmd += ["--ro-bind", d, d]
+    cmd += ["--ro-bind", str(job_dir), str(job_dir), "--bind", str(out_dir), str(out_dir),
             "--chdir", "/home/student", "--"]
     if _can_drop_to_nobody():  # never run student code as root, even a namespaced root, when it can be avoided
         prlimit = [*NOBODY, *prlimit]
