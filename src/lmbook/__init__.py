@@ -7,6 +7,11 @@
 - ``lmbook.word2vec``: skip-gram with negative sampling
 - ``lmbook.train``: the training loop and its loss history
 - ``lmbook.plot``: figures, and interactive figures that work without a kernel
+- ``lmbook.rnn``: RNN, LSTM and GRU cells from their equations, unrolling, pooling, clipping
+- ``lmbook.decoding``: temperature, top-k and top-p sampling; greedy decoding and beam search
+- ``lmbook.metrics``: corpus BLEU (agrees with sacrebleu)
+- ``lmbook.translation``: the English → Tarn (SOV) translation task, generated offline
+- ``lmbook.attention``: dot, scaled, multiplicative and additive attention over a padded batch
 - ``lmbook.grading``: declarative checks used by the exercises and the autograder
 """
 
