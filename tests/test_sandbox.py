@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 
-def _run(tmp_path: Path, *cells: str, timeout: float = 30, limits: sandbox.Limits | None = None):
+def _run(tmp_path: Path, *cells: str, timeout: float = 30, limits: sandbox.Limits | None = None,
+         use_sandbox: bool = True):
     """Run code cells in the sandbox; return (outputs per cell, RunResult)."""
     job, out = tmp_path / "job", tmp_path / "out"
     job.mkdir()
@@ -24,7 +25,7 @@ def _run(tmp_path: Path, *cells: str, timeout: float = 30, limits: sandbox.Limit
     (job / "job.json").write_text(json.dumps({"checks_module": None, "steps": steps}))
     for p in (tmp_path, job):
         os.chmod(p, 0o755)
-    result = sandbox.run(job, out, [timeout] * len(cells), limits or sandbox.Limits())
+    result = sandbox.run(job, out, [timeout] * len(cells), limits or sandbox.Limits(), sandbox=use_sandbox)
     outputs = [(result.step_end(i) or {}).get("outputs") for i in range(len(cells))]
     return outputs, result
 
@@ -137,3 +138,11 @@ def test_the_number_of_processes_is_limited(tmp_path):
     outs, _ = _run(tmp_path, fork_many, limits=sandbox.Limits(processes=40))
     assert "stopped after" in _text(outs[0]), _text(outs[0])
     assert int(_text(outs[0]).split("stopped after ")[1].split()[0]) < 40
+
+
+def test_without_the_sandbox_student_files_go_to_a_scratch_folder(tmp_path):
+    # --no-sandbox is for trusted notebooks; it still keeps the limits and the grader's folders clean
+    outs, result = _run(tmp_path, "import os\nopen('x.txt', 'w').write('x')\nprint(os.getcwd())",
+                        use_sandbox=False)
+    assert _text(outs[0]).startswith(str(tmp_path / "home"))
+    assert (tmp_path / "home" / "x.txt").exists() and result.killed is None

@@ -167,11 +167,14 @@ def run(job_dir: Path, out_dir: Path, step_timeouts: list[float], limits: Limits
         if cgroup is not None:
             (cgroup / "cgroup.procs").write_text(str(os.getpid()))
 
+    # Unsandboxed (trusted notebooks only), the student's files still go to a scratch folder, not to ours.
+    scratch = out_dir.parent / "home"
+    scratch.mkdir(exist_ok=True)
     start = time.monotonic()
     try:
         proc = subprocess.Popen(command(job_dir, out_dir, limits, sandbox), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                preexec_fn=enter_cgroup)
+                                preexec_fn=enter_cgroup, cwd=scratch)
         return _watch(proc, out_dir, keep_dir, step_timeouts, limits, start)
     finally:
         if cgroup is not None:
