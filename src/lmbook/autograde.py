@@ -43,7 +43,6 @@ class Student:
     notes: list[str] = field(default_factory=list)  # what hygiene changed or ignored
     suspicious: list[str] = field(default_factory=list)  # evidence of tampering, for the instructor
     forbidden: dict[str, str] = field(default_factory=dict)  # task -> the ready-made answer it used
-    seconds: float = 0.0
     cached: bool = False
 
     @property
@@ -211,7 +210,7 @@ def _phase1(job: tuple) -> dict:
     except Exception as e:  # noqa: BLE001 - one student's odd notebook never stops the class
         return {"sid": sid, "error": f"{type(e).__name__}: {e}"}
     return {"sid": sid, "notes": nb.metadata.get("lmbook", {}).get("hygiene", []), "tampering": graded.tampering,
-            "forbidden": graded.forbidden, "problem": graded.problem, "seconds": graded.seconds, "cached": cached}
+            "forbidden": graded.forbidden, "problem": graded.problem, "cached": cached}
 
 
 def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, source: Path,
@@ -289,7 +288,7 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
                 continue
             st.notes += res["notes"]
             st.suspicious, st.forbidden = res["tampering"], res["forbidden"]
-            st.seconds, st.cached = res["seconds"], res["cached"]
+            st.cached = res["cached"]
             if res["problem"]:
                 st.status = f"graded what ran: {res['problem']}"
 

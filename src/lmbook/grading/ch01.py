@@ -30,9 +30,12 @@ from .checks import (
     CheckFailed,
     Mutant,
     Registry,
+    bad_return_message,
+    bad_window_message,
     describe_scalar_mismatch,
     describe_tensor_mismatch,
     find_forbidden_use,
+    model_logits,
     not_implemented,
 )
 from .checks import randn as _randn
@@ -351,16 +354,6 @@ def train_args() -> tuple:
     return corpus.train.clone(), len(corpus.vocab)
 
 
-@torch.no_grad()
-def model_logits(model, window: int, contexts: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """The model's (N, V) logits for the last ``window`` words of each context, in batches."""
-    if isinstance(model, torch.nn.Module):
-        model.eval()
-    chunks = [model(contexts[i:i + 4096, contexts.shape[1] - window:].to(device)).float().cpu()
-              for i in range(0, len(contexts), 4096)]
-    return torch.cat(chunks)
-
-
 def judge_model(ev: EvalSet, logits, window: int, seconds: float) -> tuple[bool, str]:
     """(passed, message): does the trained model meet the target on ``ev``? In the student's terms."""
     if seconds > TRAIN_TIME_LIMIT_S:
@@ -391,14 +384,13 @@ def _run_training(check: Check, answer, *, hidden: bool, seed: int, device: torc
         _trained[answer] = (result, time.perf_counter() - start)
     result, seconds = _trained[answer]
     if not (isinstance(result, tuple) and len(result) == 2 and callable(result[0]) and isinstance(result[1], int)):
-        raise CheckFailed(f"train_lm: return `(model, window)`: a callable mapping (B, window) word ids to (B, V) "
-                          f"logits, and the window as an int; got {type(result).__name__}")
+        raise CheckFailed(bad_return_message(check, type(result).__name__))
     model, window = result
     reason = find_forbidden_use(model, check)
     if reason:
         raise CheckFailed(f"train_lm: not graded — your model {reason}.")
     if not 1 <= window <= MAX_WINDOW:
-        raise CheckFailed(f"train_lm: window {window}: use a window of 1 to {MAX_WINDOW} words")
+        raise CheckFailed(bad_window_message(check, window, MAX_WINDOW))
     ev = eval_set(hidden, seed)
     try:
         logits = model_logits(model, window, ev.contexts, device)

@@ -288,8 +288,27 @@ def failure_message(check: Check, failures: Sequence[str], n_cases: int, hidden:
     return f"{check.task}: {len(failures)} of {n_cases} {kind} checks failed\n  - " + "\n  - ".join(failures)
 
 
+def bad_return_message(check: Check, got: str) -> str:
+    return (f"{check.task}: return `(model, window)`: a callable mapping (B, window) word ids to (B, V) logits, "
+            f"and the window as an int; got {got}")
+
+
+def bad_window_message(check: Check, window, longest: int) -> str:
+    return f"{check.task}: window {window}: use a window of 1 to {longest} words"
+
+
 def pass_message(check: Check, n_cases: int, hidden: bool) -> str:
     return f"✓ {check.task}: all {n_cases} {'hidden' if hidden else 'visible'} checks passed ({check.what})"
+
+
+@torch.no_grad()
+def model_logits(model, window: int, contexts: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A trained model's (N, V) logits, on the CPU, for the last ``window`` words of each context, in batches."""
+    if isinstance(model, torch.nn.Module):
+        model.eval()
+    chunks = [model(contexts[i:i + 4096, contexts.shape[1] - window:].to(device)).float().cpu()
+              for i in range(0, len(contexts), 4096)]
+    return torch.cat(chunks)
 
 
 class Registry:

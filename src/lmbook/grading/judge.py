@@ -1,8 +1,8 @@
 """Grade one notebook: run the student's code in the sandbox, decide every test cell outside it.
 
 :func:`grade_notebook` takes a notebook whose test cells hold the instructor's
-text (nbgrader's ``OverwriteCells``, or :mod:`lmbook.grading.hygiene`, put
-them back) and returns the outputs of every cell and a verdict for every test
+text (nbgrader's ``OverwriteCells`` put them back, after
+:class:`lmbook.grading.nbgrader_plugin.Hygiene`) and returns the outputs of every cell and a verdict for every test
 cell. The test cells are never executed: each is a list of
 ``check("task", answer, hidden=..., seed=...)`` calls, which the judge turns
 into inputs for the sandboxed runner. The runner hands back the answer's
@@ -29,6 +29,8 @@ import torch
 from . import sandbox, static
 from .checks import (
     Check,
+    bad_return_message,
+    bad_window_message,
     case_inputs,
     case_problem,
     failure_message,
@@ -79,19 +81,17 @@ class Graded:
     tampering: list[str] = field(default_factory=list)  # evidence, for the instructor
     forbidden: dict[str, str] = field(default_factory=dict)  # task -> what the answer used
     problem: str | None = None  # why the run stopped early, if it did
-    seconds: float = 0.0
 
     def to_json(self) -> dict:
         return {"outputs": {str(k): v for k, v in self.outputs.items()},
                 "verdicts": {str(k): {"passed": v.passed, "lines": v.lines} for k, v in self.verdicts.items()},
-                "tampering": self.tampering, "forbidden": self.forbidden, "problem": self.problem,
-                "seconds": self.seconds}
+                "tampering": self.tampering, "forbidden": self.forbidden, "problem": self.problem}
 
     @classmethod
     def from_json(cls, d: dict) -> Graded:
         return cls({int(k): v for k, v in d["outputs"].items()},
                    {int(k): Verdict(v["passed"], v["lines"]) for k, v in d["verdicts"].items()},
-                   d["tampering"], d["forbidden"], d["problem"], d["seconds"])
+                   d["tampering"], d["forbidden"], d["problem"])
 
 
 # ----------------------------------------------------------------------------- reading the notebook
@@ -256,11 +256,10 @@ def _judge_train(call: Call, check: Check, result: dict, out_dir: Path) -> tuple
     if result.get("not_implemented"):
         return False, not_implemented(check)
     if "bad_return" in result:
-        return False, (f"{task}: return `(model, window)`: a callable mapping (B, window) word ids to (B, V) "
-                       f"logits, and the window as an int; got {result['bad_return']}")
+        return False, bad_return_message(check, str(result["bad_return"]))
     if result.get("bad_window"):
         longest = check.eval_set(call.hidden, call.seed).contexts.shape[1]
-        return False, f"{task}: window {result.get('window')}: use a window of 1 to {longest} words"
+        return False, bad_window_message(check, result.get("window"), longest)
     if "raised" in result:
         return False, f"{task}: your code raised {result['raised']}"
     if "eval_raised" in result:
@@ -341,7 +340,8 @@ def grade_notebook(nb, *, use_sandbox: bool = True, limits: sandbox.Limits | Non
                    timeout: float = DEFAULT_TIMEOUT) -> Graded:
     """Run and judge ``nb`` (test cells already restored to the instructor's text)."""
     limits = limits or sandbox.Limits(total_s=max(900.0, 3 * timeout), cpu_seconds=int(max(900.0, 3 * timeout)))
-    registry = importlib.import_module(checks_module(nb)).check
+    module = checks_module(nb)
+    registry = importlib.import_module(module).check
     graded = Graded()
     cells = student_cells(nb)
     findings = static.find_tampering(cells)
@@ -364,12 +364,11 @@ def grade_notebook(nb, *, use_sandbox: bool = True, limits: sandbox.Limits | Non
         for d in (job_dir, out_dir, kept):
             d.mkdir()
         plan = _plan(nb, registry, job_dir, timeout)
-        (job_dir / "job.json").write_text(json.dumps({"checks_module": checks_module(nb), "steps": plan.steps}))
+        (job_dir / "job.json").write_text(json.dumps({"checks_module": module, "steps": plan.steps}))
         for p in (tmp, job_dir):
             os.chmod(p, 0o755)  # the sandbox runs as nobody: it may read the job, nothing else of ours
         run = sandbox.run(job_dir, out_dir, [s["timeout"] for s in plan.steps], limits, sandbox=use_sandbox,
                           keep_dir=kept)
-        graded.seconds = run.seconds
         if run.killed or not any(e.get("event") == "done" for e in run.events):
             done = len({e.get("step") for e in run.events if e.get("event") == "end"})
             stop = plan.cells[done] if done < len(plan.cells) else None

@@ -31,7 +31,7 @@ import nbformat
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool, Float, Unicode
 
-from . import judge, sandbox
+from . import judge
 
 # Tags that change whether or how a cell runs (nbclient, Jupyter Book, nbval...).
 EXECUTION_TAGS = {"skip-execution", "raises-exception", "skip", "remove-cell", "remove-input", "nbval-skip",
@@ -228,9 +228,3 @@ def autograde_preprocessors() -> list[type]:
 
     return [SandboxedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
             AssignLatePenalties, CheckCellMetadata]
-
-
-def sandbox_ready(no_sandbox: bool) -> None:
-    """Refuse to grade (with the fix) when the sandbox is missing and running without it was not asked for."""
-    if not no_sandbox:
-        sandbox.check_available()

@@ -152,6 +152,8 @@ def _probe_call(fn, probe: dict, job_dir: Path, out_dir: Path, device) -> dict:
 def _probe_train(fn, probe: dict, job_dir: Path, out_dir: Path, device) -> dict:
     import torch
 
+    from lmbook.grading.checks import model_logits
+
     if id(fn) not in _trained or _trained[id(fn)][0] is not fn:
         args = [_load(a, job_dir, torch.device("cpu")) for a in probe["train_args"]]
         start = time.perf_counter()
@@ -174,12 +176,7 @@ def _probe_train(fn, probe: dict, job_dir: Path, out_dir: Path, device) -> dict:
     if not 1 <= window <= contexts.shape[1]:
         return {**out, "bad_window": True}
     try:
-        if isinstance(model, torch.nn.Module):
-            model.eval()
-        with torch.no_grad():
-            chunks = [model(contexts[i:i + 4096, contexts.shape[1] - window:].to(device)).float().cpu()
-                      for i in range(0, len(contexts), 4096)]
-        out["logits"] = _save(torch.cat(chunks), probe["id"] + "_logits", out_dir)
+        out["logits"] = _save(model_logits(model, window, contexts, device), probe["id"] + "_logits", out_dir)
     except TimeLimit:
         raise
     except BaseException as e:  # noqa: BLE001

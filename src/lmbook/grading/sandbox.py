@@ -52,7 +52,6 @@ class RunResult:
     killed: str | None = None  # why the grader stopped the run, if it did
     returncode: int | None = None
     stderr: str = ""
-    seconds: float = 0.0
 
     def step_end(self, i: int) -> dict | None:
         """The first end event of step ``i``: the runner's own (a later one could only be forged)."""
@@ -253,7 +252,6 @@ def _watch(proc: subprocess.Popen, out_dir: Path, keep_dir: Path | None, step_ti
         pass
     stderr = b"".join(stderr_chunks)[-65536:].decode(errors="replace")
     result.killed, result.returncode, result.stderr = killed, proc.returncode, stderr
-    result.seconds = time.monotonic() - start
     if killed is None and not any(e.get("event") == "done" for e in result.events):
         if proc.returncode == -signal.SIGXCPU or "SIGXCPU" in stderr:
             result.killed = f"the notebook used more than {limits.cpu_seconds} s of CPU time"
