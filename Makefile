@@ -13,9 +13,9 @@ export MPLBACKEND := Agg
 STAMP := $(VENV)/.installed
 VENDOR := .vendor/static/vendor
 WIDGETS_DIST := node_modules/@jupyter-widgets/html-manager/dist
-ASSIGNMENTS := ch01
+ASSIGNMENTS := ch01 ch02 ch03 ch04
 
-.PHONY: system-deps install book book-instructor bench-quick test lint lab exercises grade grade-demo bench clean
+.PHONY: system-deps install book book-instructor bench-chapters bench-quick test lint lab exercises grade grade-demo bench clean
 
 install: $(STAMP) $(VENDOR)/.done
 
@@ -70,10 +70,11 @@ lint: install
 lab: install
 	$(BIN)/jupyter lab exercises/
 
-# make grade SUBMISSIONS=path/to/submissions [OUT=grading]
+# make grade SUBMISSIONS=path/to/submissions [ASSIGNMENT=ch02] [OUT=grading]
 OUT ?= grading
+ASSIGNMENT ?= ch01
 grade: install
-	$(BIN)/lmbook-grade $(SUBMISSIONS) --out $(OUT)
+	$(BIN)/lmbook-grade $(SUBMISSIONS) --assignment $(ASSIGNMENT) --out $(OUT)
 
 # Grade the sample submissions (correct, blank, partly wrong, broken) into grading-demo/.
 grade-demo: install
@@ -83,6 +84,10 @@ grade-demo: install
 # Full benchmarks (about 20 minutes): BENCHMARKS.md and bench/results.json, read by the chapters' "expected" boxes.
 bench: install
 	$(BIN)/python bench/run.py
+
+# Re-measure some chapters (new or changed) and keep the other results: make bench-chapters CHAPTERS="ch02_rnn_lm"
+bench-chapters: install
+	$(BIN)/python bench/run.py --chapters $(CHAPTERS)
 
 # Under 5 minutes, into bench/quick/ (the published results are untouched).
 bench-quick: install

@@ -43,7 +43,9 @@ sys.path.insert(0, str(ROOT / "autograder"))
 MODES = {  # repeats of timed runs, seeds per chapter, submissions to grade, micro-benchmark size
     "full": {"repeats": 3, "seeds": 3, "submissions": 100, "size": (512, 10_000), "book": True},
     "quick": {"repeats": 1, "seeds": 1, "submissions": 5, "size": (512, 10_000), "book": True},
-    "tiny": {"repeats": 1, "seeds": 1, "submissions": 2, "size": (8, 50), "book": False},
+    # the tests' smoke run: one chapter stands for all (each chapter's notebook already runs in the book build)
+    "tiny": {"repeats": 1, "seeds": 1, "submissions": 2, "size": (8, 50), "book": False,
+             "only": ["ch01_feedforward_lm"]},
 }
 
 
@@ -110,6 +112,33 @@ HEADLINES = {
         ("share of the bigram-to-floor gap closed", "gap_closed"),
         ("skip-gram: final training loss", "sgns_loss_last"),
     ],
+    "ch02_rnn_lm": [
+        ("LSTM LM: test perplexity", "lstm_ppl"),
+        ("GRU LM: test perplexity", "gru_ppl"),
+        ("vanilla RNN LM: test perplexity", "rnn_ppl"),
+        ("feedforward LM, window 6: test perplexity", "ffnn_ppl"),
+        ("true model (floor): test perplexity", "floor_ppl"),
+        ("LSTM: share of the FFNN-to-floor gap closed", "lstm_gap_closed"),
+        ("LSTM samples at temperature 1: share grammatical", "gram_t1"),
+    ],
+    "ch03_encoder_decoder": [
+        ("encoder-decoder, greedy: test BLEU", "bleu_greedy"),
+        ("encoder-decoder, greedy: test exact match", "em_greedy"),
+        ("exact match, shortest sources", "em_short"),
+        ("exact match, longest sources", "em_long"),
+        ("beam search (k=5): exact match on the beam subset", "sub_em_beam"),
+        ("greedy: exact match on the beam subset", "sub_em_greedy"),
+    ],
+    "ch04_attention": [
+        ("attention (additive): test exact match", "em_att"),
+        ("attention: lowest exact match of any length group", "em_att_min_bucket"),
+        ("attention: test BLEU", "bleu_att"),
+        ("no attention: test exact match", "em_none"),
+        ("no attention: test BLEU", "bleu_none"),
+        ("dot score: validation exact match (short run)", "em_cmp_dot"),
+        ("multiplicative score: validation exact match (short run)", "em_cmp_multiplicative"),
+        ("additive score: validation exact match (short run)", "em_cmp_additive"),
+    ],
 }
 
 
@@ -119,12 +148,14 @@ def tolerance(values: list[float]) -> float:
     return max(3 * spread, 0.01 * abs(statistics.median(values)))
 
 
-def chapters(seeds: int, devices: list[str]) -> dict:
+def chapters(seeds: int, devices: list[str], only: list[str] | None = None) -> dict:
     results = {}
     for path in sorted((ROOT / "book").glob("ch*.md")):
+        if only and path.stem not in only:
+            continue
         for device in devices:
             runs = [run_chapter(path, seed, device) for seed in range(seeds)]
-            entry = {"seconds": _stats([r["seconds"] for r in runs]),
+            entry = {"date": dt.date.today().isoformat(), "seconds": _stats([r["seconds"] for r in runs]),
                      "peak_rss_mib": _stats([r["peak_rss_mib"] for r in runs]), "models": {}}
             for label, key in HEADLINES.get(path.stem, []):
                 values = [float(r["glue"][key]) for r in runs]
@@ -155,14 +186,24 @@ def builtins(size: tuple[int, int], repeats: int) -> dict:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(B, V, generator=g)
     t = torch.randint(0, V, (B,), generator=g)
+    # an LSTM over a (32, 35, 128) batch: lmbook's cell unrolled step by step in Python against torch's fused nn.LSTM
+    from lmbook.rnn import LSTMCell, unroll
+
+    cell, lstm = LSTMCell(128, 128), torch.nn.LSTM(128, 128, batch_first=True)
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(lstm, f"{name}_l0").copy_(getattr(cell, name))
+    seq = torch.randn(32, 35, 128, generator=g)
     pairs = {
         "log_softmax": (lambda: LF.log_softmax(x, -1), lambda: torch.log_softmax(x, -1),
-                        "torch.log_softmax"),
+                        "torch.log_softmax", [B, V]),
         "cross_entropy": (lambda: LF.cross_entropy(x, t), lambda: F.cross_entropy(x, t),
-                          "torch.nn.functional.cross_entropy"),
+                          "torch.nn.functional.cross_entropy", [B, V]),
+        "lstm_forward": (torch.no_grad()(lambda: unroll(cell, seq)[0]), torch.no_grad()(lambda: lstm(seq)[0]),
+                         "torch.nn.LSTM", list(seq.shape)),
     }
     out = {}
-    for name, (ours, theirs, ref) in pairs.items():
+    for name, (ours, theirs, ref, shape) in pairs.items():
         torch.testing.assert_close(ours(), theirs())  # same inputs, same answer, else the timing is meaningless
         times = {"lmbook": [], "torch": []}
         for _ in range(max(3, repeats)):
@@ -170,7 +211,7 @@ def builtins(size: tuple[int, int], repeats: int) -> dict:
                 times[who].append(benchmark.Timer("fn()", globals={"fn": fn}).blocked_autorange(min_run_time=0.2)
                                   .median)
         ours_s, theirs_s = statistics.median(times["lmbook"]), statistics.median(times["torch"])
-        out[name] = {"builtin": ref, "shape": [B, V], "lmbook_ms": ours_s * 1e3, "torch_ms": theirs_s * 1e3,
+        out[name] = {"builtin": ref, "shape": shape, "lmbook_ms": ours_s * 1e3, "torch_ms": theirs_s * 1e3,
                      "ratio": ours_s / theirs_s, "threads": torch.get_num_threads()}
     return out
 
@@ -309,7 +350,8 @@ def report(r: dict) -> str:
     lines += ["## Chapter notebooks", "", "| chapter | device | run time | kernel peak RSS |", "|---|---|---|---|"]
     for chapter, by_device in r["chapters"].items():
         for device, e in by_device.items():
-            lines.append(f"| {chapter} | {device} | {_fmt(e['seconds'])} | {_fmt(e['peak_rss_mib'], 'MiB', 0)} |")
+            when = f" (measured {e['date']})" if e.get("date", m["date"]) != m["date"] else ""
+            lines.append(f"| {chapter}{when} | {device} | {_fmt(e['seconds'])} | {_fmt(e['peak_rss_mib'], 'MiB', 0)} |")
     lines += ["", "## Trained models", "",
               "Median over seeds (`LMBOOK_SEED`), ± the tolerance a reader's run should fall within "
               "(3 standard deviations over seeds, at least 1%).", "",
@@ -354,6 +396,24 @@ def report(r: dict) -> str:
     return "\n".join(lines)
 
 
+def update_chapters(stems: list[str]) -> dict:
+    """Re-measure some chapters (a chapter was added or changed) without rerunning the whole benchmark."""
+    unknown = [s for s in stems if not (ROOT / "book" / f"{s}.md").exists()]
+    if unknown:
+        raise SystemExit(f"no such chapter: {', '.join(unknown)} (expected book/<stem>.md)")
+    js = ROOT / "bench" / "results.json"
+    results = json.loads(js.read_text())
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for stem, by_device in chapters(MODES["full"]["seeds"], devices, only=stems).items():
+        results["chapters"].setdefault(stem, {}).update(by_device)
+    results["chapters"] = dict(sorted(results["chapters"].items()))
+    results["builtins"] = builtins(MODES["full"]["size"], MODES["full"]["repeats"])  # seconds; new rows appear
+    js.write_text(json.dumps(results, indent=2) + "\n")
+    (ROOT / "BENCHMARKS.md").write_text(report(results))
+    print(f"updated {', '.join(stems)} in {js} and BENCHMARKS.md")
+    return results
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = ap.add_mutually_exclusive_group()
@@ -362,7 +422,12 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", type=Path, default=None,
                     help="folder for BENCHMARKS.md and results.json (default: repository root and bench/ for a full "
                          "run, bench/quick/ otherwise)")
+    ap.add_argument("--chapters", nargs="+", metavar="STEM",
+                    help="re-measure only these chapters (e.g. ch02_rnn_lm) with the full mode's seeds, and the "
+                         "built-in timings; update them in bench/results.json and BENCHMARKS.md, keep the rest")
     a = ap.parse_args(argv)
+    if a.chapters:
+        return update_chapters(a.chapters)
     a.mode = a.mode or "full"
     cfg = MODES[a.mode]
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -371,7 +436,7 @@ def main(argv: list[str] | None = None) -> dict:
         print("book builds...", flush=True)
         results["book"] = book_builds(cfg["repeats"])
     print("chapters...", flush=True)
-    results["chapters"] = chapters(cfg["seeds"], devices)
+    results["chapters"] = chapters(cfg["seeds"], devices, only=cfg.get("only"))
     print("from scratch vs built-ins...", flush=True)
     results["builtins"] = builtins(cfg["size"], cfg["repeats"])
     print("grading...", flush=True)

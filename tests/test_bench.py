@@ -20,10 +20,9 @@ def tiny(tmp_path_factory):
     return json.loads((out / "results.json").read_text()), (out / "BENCHMARKS.md").read_text()
 
 
-def test_every_chapter_is_measured_with_time_memory_and_models(tiny):
+def test_a_chapter_is_measured_with_time_memory_and_models(tiny):
     results, _ = tiny
-    chapters = {p.stem for p in (ROOT / "book").glob("ch*.md")}
-    assert set(results["chapters"]) == chapters
+    assert set(results["chapters"]) == {"ch01_feedforward_lm"}  # --tiny measures one; full runs measure all
     for chapter, by_device in results["chapters"].items():
         cpu = by_device["cpu"]
         assert cpu["seconds"]["median"] > 0 and cpu["peak_rss_mib"]["median"] > 50, chapter
@@ -50,5 +49,8 @@ def test_builtin_comparisons_and_grading_throughput_are_reported(tiny):
 def test_published_results_cover_every_chapter_the_book_has():
     published = json.loads((ROOT / "bench" / "results.json").read_text())
     assert published["mode"] == "full", "bench/results.json should come from a full `make bench` run"
-    assert {p.stem for p in (ROOT / "book").glob("ch*.md")} <= set(published["chapters"])
+    missing = {p.stem for p in (ROOT / "book").glob("ch*.md")} - set(published["chapters"])
+    assert not missing, f"not benchmarked: {missing}; run `make bench-chapters CHAPTERS=...`"
+    for chapter, by_device in published["chapters"].items():
+        assert by_device["cpu"]["models"], f"{chapter}: no headline results (bench/run.py HEADLINES)"
     assert (ROOT / "BENCHMARKS.md").read_text().startswith("# lmbook benchmarks")

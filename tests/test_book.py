@@ -34,8 +34,13 @@ def test_mathjax_and_widgets_are_served_by_the_site(site):
         assert (site / "_static" / asset).exists(), f"{asset} is missing from the site"
 
 
-def test_chapter_one_has_an_interactive_figure_with_saved_widget_state(site):
-    html = (site / "book" / "ch01_feedforward_lm.html").read_text()
+CHAPTERS = re.findall(r"file: book/(ch\d\d_\w+)", (ROOT / "_toc.yml").read_text())
+EXERCISES = re.findall(r"file: exercises/(ch\d\d)/(\w+)", (ROOT / "_toc.yml").read_text())
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_chapter_has_an_interactive_figure_with_saved_widget_state(site, chapter):
+    html = (site / "book" / f"{chapter}.html").read_text()
     assert "application/vnd.jupyter.widget-state+json" in html
     assert '"model_name": "LinkModel"' in html and '"model_name": "StackModel"' in html
 
@@ -64,11 +69,16 @@ def test_exercises_are_in_the_book_without_solutions_or_hidden_tests(site):
     assert not (site / "solutions").exists()
 
 
-def test_chapter_and_exercise_link_to_each_other(site):
-    chapter = (site / "book" / "ch01_feedforward_lm.html").read_text()
-    exercise = (site / "exercises" / "ch01" / "ch01_feedforward_lm.html").read_text()
-    assert 'href="../exercises/ch01/ch01_feedforward_lm.html"' in chapter
-    assert 'href="../../book/ch01_feedforward_lm.html' in exercise
+def test_every_chapter_in_the_toc_has_its_exercise():
+    assert [name for _, name in EXERCISES] == CHAPTERS
+
+
+@pytest.mark.parametrize(("folder", "name"), EXERCISES)
+def test_chapter_and_exercise_link_to_each_other(site, folder, name):
+    chapter = (site / "book" / f"{name}.html").read_text()
+    exercise = (site / "exercises" / folder / f"{name}.html").read_text()
+    assert f'href="../exercises/{folder}/{name}.html"' in chapter
+    assert f'href="../../book/{name}.html' in exercise
 
 
 def test_bibliography_lists_the_papers_chapters_cite(site):
@@ -84,13 +94,14 @@ def test_pages_offer_notebook_download_and_launch_links(site):
     assert "mybinder.org/v2/gh/lmbook/lmbook" in html and "colab.research.google.com" in html
 
 
-def test_instructor_edition_includes_the_solutions(instructor_site):
-    page = instructor_site / "solutions" / "ch01" / "ch01_feedforward_lm.html"
+@pytest.mark.parametrize(("folder", "name"), EXERCISES)
+def test_instructor_edition_includes_the_solutions(instructor_site, folder, name):
+    page = instructor_site / "solutions" / folder / f"{name}.html"
     assert page.exists(), "the instructor edition should have a page per solution"
     html = page.read_text()
     text = re.sub(r"<[^>]+>", "", html)
     assert "BEGIN SOLUTION" in text and "BEGIN HIDDEN TESTS" in text
-    assert (instructor_site / "book" / "ch01_feedforward_lm.html").exists()
+    assert (instructor_site / "book" / f"{name}.html").exists()
 
 
 def test_site_root_serves_a_favicon(site):

@@ -238,6 +238,7 @@ def run_check(check: Check, answer: Callable, *, hidden: bool = False, seed: int
     failures = []
     for i, case in enumerate(cases):
         args, kwargs = case_inputs(case, seed, i, device)
+        torch.manual_seed(case_seed(seed, i))  # a sampling answer draws the same numbers in Jupyter and the grader
         try:
             out = _call(answer, args, kwargs)
         except NotImplementedError:
@@ -258,9 +259,14 @@ def run_check(check: Check, answer: Callable, *, hidden: bool = False, seed: int
 # One wording for the kernel's visible tests and the grader's verdicts outside the kernel.
 
 
+def case_seed(seed: int, i: int) -> int:
+    """The seed of case ``i`` of a check run with ``seed``: its inputs' and, before the call, torch's global RNG."""
+    return seed * 1009 + i
+
+
 def case_inputs(case: Case, seed: int, i: int, device: torch.device) -> Inputs:
     """The inputs of case ``i`` for a check run with ``seed`` (the same numbers on every device)."""
-    return case.make(torch.Generator().manual_seed(seed * 1009 + i), device)
+    return case.make(torch.Generator().manual_seed(case_seed(seed, i)), device)
 
 
 def case_problem(check: Check, case: Case, out, args: tuple, kwargs: dict) -> str | None:

@@ -33,6 +33,7 @@ from .checks import (
     bad_window_message,
     case_inputs,
     case_problem,
+    case_seed,
     failure_message,
     forbidden_message,
     not_implemented,
@@ -210,8 +211,8 @@ def _plan(nb, registry, job_dir: Path, timeout: float) -> _Plan:
                     args, kwargs = case_inputs(case, call.seed, k, CPU)
                     cid = f"{pid}_{k}"
                     plan.inputs[cid] = (case, args, kwargs)
-                    probe["cases"].append({"id": cid, "args": [_write(a, f"{cid}_a{n}", job_dir)
-                                                               for n, a in enumerate(args)],
+                    probe["cases"].append({"id": cid, "seed": case_seed(call.seed, k),
+                                           "args": [_write(a, f"{cid}_a{n}", job_dir) for n, a in enumerate(args)],
                                            "kwargs": {k2: _write(v, f"{cid}_{k2}", job_dir)
                                                       for k2, v in kwargs.items()}})
             probes.append(probe)

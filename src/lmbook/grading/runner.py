@@ -134,11 +134,14 @@ _trained: dict = {}  # id(function) -> (function, result, seconds): one training
 
 
 def _probe_call(fn, probe: dict, job_dir: Path, out_dir: Path, device) -> dict:
+    import torch
+
     results = {}
     for case in probe["cases"]:
         try:
             args = [_load(a, job_dir, device) for a in case["args"]]
             kwargs = {k: _load(v, job_dir, device) for k, v in case["kwargs"].items()}
+            torch.manual_seed(int(case.get("seed", 0)))  # as in the student's Jupyter run
             results[case["id"]] = {"ok": _save(fn(*args, **kwargs), case["id"], out_dir)}
         except NotImplementedError:
             return {"not_implemented": True}

@@ -1,0 +1,180 @@
+"""Every exercise, end to end through `lmbook-grade`: the solutions earn full marks, the blank exercise 0.
+
+Exercise 1 is covered in more detail by test_autograde.py (exact per-task grades of six samples);
+this file covers the others, plus one submission per exercise with known mistakes in some tasks.
+"""
+
+import csv
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir() and p.name != "ch01")
+pytestmark = pytest.mark.slow
+
+# A student's answers with known mistakes, by assignment: {answer cell: code}, and the tasks that must score 0.
+WRONG = {
+    "ch03": ({
+        "teacher_forcing_loss": '''
+def teacher_forcing_loss(logits, y, pad_id):
+    return torch.nn.functional.cross_entropy(logits.transpose(1, 2), y[:, 1:], ignore_index=pad_id)  # not graded
+''',
+        "beam_search": '''
+def beam_search(log_probs, bos, eos, beam_size, max_len, alpha):
+    live, finished = [([], 0.0)], []
+    for t in range(max_len):
+        candidates = sorted(((tokens + [j], s + float(lp)) for tokens, s in live
+                             for j, lp in enumerate(log_probs[t, tokens[-1] if tokens else bos])),
+                            key=lambda c: c[1], reverse=True)[:beam_size]
+        finished += [c for c in candidates if c[0][-1] == eos]
+        live = [c for c in candidates if c[0][-1] != eos]
+        if not live:
+            break
+    tokens, s = max(finished + live, key=lambda h: h[1])  # picked by the raw sum, not the normalised score
+    return tokens, s / len(tokens) ** alpha
+''',
+        "corpus_bleu": '''
+def corpus_bleu(candidates, references):
+    matches, totals, c, r = [0] * 4, [0] * 4, 0, 0
+    for cand, refs in zip(candidates, references):
+        c += len(cand)
+        r += min((len(ref) for ref in refs), key=lambda n: (abs(n - len(cand)), n))
+        for n in range(1, 5):
+            grams = [tuple(cand[k:k + n]) for k in range(len(cand) - n + 1)]
+            in_refs = {tuple(ref[k:k + n]) for ref in refs for k in range(len(ref) - n + 1)}
+            matches[n - 1] += sum(g in in_refs for g in grams)  # no clipping
+            totals[n - 1] += len(grams)
+    if min(matches) == 0:
+        return 0.0
+    bp = 1.0 if c > r else math.exp(1 - r / c)
+    return 100 * bp * math.exp(sum(math.log(m / t) for m, t in zip(matches, totals)) / 4)
+'''}, {"test_teacher_forcing_loss", "hidden_teacher_forcing_loss", "test_beam_search", "hidden_beam_search",
+       "test_corpus_bleu", "hidden_corpus_bleu"}),
+    "ch04": ({
+        "scores": '''
+def dot_scores(s, H, mask):
+    return torch.einsum("bd,btd->bt", s, H).masked_fill(~mask, -1e9)  # a large negative number, not -inf
+
+
+def multiplicative_scores(s, H, mask, W):
+    return torch.einsum("bd,btd->bt", s @ W, H).masked_fill(~mask, float("-inf"))
+
+
+def additive_scores(s, H, mask, W1, W2, v):
+    return (torch.tanh(H @ W1.T + (s @ W2.T).unsqueeze(1)) @ v).masked_fill(~mask, float("-inf"))
+''',
+        "attend": '''
+def attend(scores, H, mask):
+    weights = torch.exp(scores) * mask  # no maximum subtracted: overflows on the hidden tests' large scores
+    alpha = weights / weights.sum(-1, keepdim=True)
+    return (alpha.unsqueeze(-1) * H).sum(1), alpha
+''',
+        "bahdanau_step": '''
+def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
+    x_r, x_z, x_n = (x @ W_ih.T + b_ih).chunk(3, dim=-1)
+    h_r, h_z, h_n = (h @ W_hh.T + b_hh).chunk(3, dim=-1)
+    r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
+    return (1 - z) * torch.tanh(x_n + r * h_n) + z * h
+
+
+def bahdanau_step(y_prev, s_prev, H, mask, E, W1, W2, v, W_ih, W_hh, b_ih, b_hh, W_o, b_o):
+    context, alpha = attend(additive_scores(s_prev, H, mask, W1, W2, v), H, mask)
+    s = gru_cell(torch.cat([context, E[y_prev]], dim=-1), s_prev, W_ih, W_hh, b_ih, b_hh)  # [c; emb]: swapped
+    return torch.cat([context, s], dim=-1) @ W_o.T + b_o, s, alpha
+'''}, {"test_scores", "hidden_scores", "hidden_attend", "test_bahdanau_step", "hidden_bahdanau_step"}),
+    "ch02": ({
+        "gru_cell": '''
+def gru_cell(x, h, W_ih, W_hh, b_ih, b_hh):
+    x_r, x_z, x_n = (x @ W_ih.T + b_ih).chunk(3, dim=-1)
+    h_r, h_z, h_n = (h @ W_hh.T + b_hh).chunk(3, dim=-1)
+    r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
+    n = torch.tanh(x_n + r * h_n)
+    return z * n + (1 - z) * h  # the update gate's roles swapped
+''',
+        "classify": '''
+def classify(states, mask, W, b, how):
+    pooled = {"last": states[:, -1], "mean": states.mean(1), "max": states.amax(1)}[how]  # padding included
+    return pooled @ W.T + b
+''',
+        "clip_grad_norm": '''
+def clip_grad_norm(grads, max_norm):
+    return torch.nn.utils.clip_grad_norm_(grads, max_norm)  # torch's own: not graded
+'''}, {"test_gru_cell", "hidden_gru_cell", "test_classify", "hidden_classify", "test_clip_grad_norm",
+       "hidden_clip_grad_norm"}),
+}
+
+
+def _solution_code(source: str) -> str:
+    return re.sub(r"^\s*### (BEGIN|END) SOLUTION\n", "", source + "\n", flags=re.M).rstrip("\n")
+
+
+def _submission(assignment: str, answers: dict[str, str]) -> nbformat.NotebookNode:
+    (path,) = (ROOT / "exercises" / assignment).glob("*.ipynb")
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in answers:
+            cell.source = answers[gid]
+    return nb
+
+
+@pytest.fixture(scope="module", params=ASSIGNMENTS)
+def graded(request, tmp_path_factory):
+    assignment = request.param
+    (solution,) = (ROOT / "solutions" / assignment).glob("*.ipynb")
+    source = nbformat.read(solution, as_version=4)
+    solved = {c.metadata["nbgrader"]["grade_id"]: _solution_code(c.source) for c in source.cells
+              if c.metadata.get("nbgrader", {}).get("solution")}
+    tmp = tmp_path_factory.mktemp(assignment)
+    wrong_answers, zero_cells = WRONG.get(assignment, ({}, set()))
+    for student, answers in {"complete": solved, "blank": {}, "wrong": {**solved, **wrong_answers}}.items():
+        (tmp / "subs" / student).mkdir(parents=True)
+        nbformat.write(_submission(assignment, answers), tmp / "subs" / student / solution.name)
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    r = subprocess.run([sys.executable, "-m", "lmbook.autograde", str(tmp / "subs"), "--out", str(tmp / "out"),
+                        "--course", str(ROOT / "autograder"), "--assignment", assignment],
+                       capture_output=True, text=True, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with open(tmp / "out" / "grades.csv") as f:
+        rows = {row["student"]: row for row in csv.DictReader(f)}
+    cells = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in source.cells
+             if c.metadata.get("nbgrader", {}).get("grade")}
+    return {"rows": rows, "cells": cells, "zero": zero_cells, "out": tmp / "out", "assignment": assignment}
+
+
+def test_the_solutions_earn_full_marks(graded):
+    row = graded["rows"]["complete"]
+    assert float(row["total"]) == float(row["max"]) == sum(graded["cells"].values()), row
+
+
+def test_the_unmodified_exercise_scores_zero(graded):
+    row = graded["rows"]["blank"]
+    assert float(row["total"]) == 0, row
+    assert row["status"] == "graded", row
+
+
+# What the wrong submission's feedback must say, by assignment (its mistakes named in the student's terms).
+NAMED = {
+    "ch02": ("swapped the update gate", "averaged over padding", "clip_grad_norm_"),
+    "ch03": ("not graded", "picked the final answer by the raw sum", "did not clip the n-gram counts"),
+    "ch04": ("exactly -inf", "subtract each row", "[c_t; emb(y_{t-1})]"),
+}
+
+
+def test_known_mistakes_lose_exactly_their_tasks_points(graded):
+    if not graded["zero"]:
+        pytest.skip(f"no wrong submission written for {graded['assignment']}")
+    expected = sum(p for gid, p in graded["cells"].items() if gid not in graded["zero"])
+    row = graded["rows"]["wrong"]
+    assert float(row["total"]) == expected, row
+    feedback = (graded["out"] / "feedback" / "wrong.html").read_text()
+    assert graded["assignment"] in NAMED, "say which phrases the wrong submission's feedback must contain"
+    for phrase in NAMED[graded["assignment"]]:
+        assert phrase in feedback, f"mistake not named in the feedback: {phrase!r}"
