@@ -9,7 +9,7 @@ from torch import nn
 import lmbook.decoding
 import lmbook.rnn
 from lmbook.grading.ch02 import CHECKS, check
-from lmbook.grading.checks import CheckFailed, Mutant, case_inputs, case_problem
+from lmbook.grading.checks import CheckFailed, Mutant, case_inputs, case_problem, load_weights
 
 BY_TASK = {c.task: c for c in CHECKS}
 CPU = torch.device("cpu")
@@ -122,12 +122,9 @@ def test_the_book_library_agrees_with_the_grader(task, ours):
 
 
 def _cell(cls, W_ih, W_hh, b_ih, b_hh=None):
-    cell = cls(W_ih.shape[1], W_hh.shape[1])
-    with torch.no_grad():
-        for name, value in zip(("weight_ih", "weight_hh", "bias_ih", "bias_hh"),
-                               (W_ih, W_hh, b_ih, torch.zeros_like(b_ih) if b_hh is None else b_hh), strict=True):
-            getattr(cell, name).copy_(value)
-    return cell
+    b_hh = torch.zeros_like(b_ih) if b_hh is None else b_hh
+    return load_weights(cls(W_ih.shape[1], W_hh.shape[1]),
+                        {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih, "bias_hh": b_hh})
 
 
 @pytest.mark.parametrize(("task", "answer"), [

@@ -9,7 +9,7 @@ from torch import nn
 import lmbook.attention
 import lmbook.seq2seq
 from lmbook.grading.ch04 import CHECKS, check
-from lmbook.grading.checks import CheckFailed, case_inputs, case_problem
+from lmbook.grading.checks import CheckFailed, case_inputs, case_problem, load_weights
 
 BY_TASK = {c.task: c for c in CHECKS}
 CPU = torch.device("cpu")
@@ -71,33 +71,22 @@ RIGHT = {"dot_scores": dot_scores, "multiplicative_scores": multiplicative_score
     contract_tests(CHECKS, check, RIGHT)
 
 
-def _loaded(module: nn.Module, weights: dict) -> nn.Module:
-    with torch.no_grad():
-        for name, value in weights.items():
-            obj = module
-            *path, last = name.split(".")
-            for part in path:
-                obj = getattr(obj, part)
-            getattr(obj, last).copy_(value)
-    return module
-
-
 def _lib_multiplicative(s, H, mask, W):
-    score = _loaded(lmbook.attention.MultiplicativeScore(*W.shape), {"W": W})
+    score = load_weights(lmbook.attention.MultiplicativeScore(*W.shape), {"W": W})
     return score(s, H).masked_fill(~mask, NEG_INF)
 
 
 def _lib_additive(s, H, mask, W1, W2, v):
-    score = _loaded(lmbook.attention.AdditiveScore(s.shape[1], H.shape[2], v.shape[0]),
-                    {"W1.weight": W1, "W2.weight": W2, "v.weight": v[None]})
+    score = load_weights(lmbook.attention.AdditiveScore(s.shape[1], H.shape[2], v.shape[0]),
+                         {"W1.weight": W1, "W2.weight": W2, "v.weight": v[None]})
     return score(s, H).masked_fill(~mask, NEG_INF)
 
 
 def _lib_step(y_prev, s_prev, H, mask, E, W1, W2, v, W_ih, W_hh, b_ih, b_hh, W_o, b_o):
     dec = lmbook.seq2seq.AttentionDecoder(E.shape[0], E.shape[1], H.shape[2], score="additive", d_att=v.shape[0])
-    _loaded(dec, {"E.weight": E, "score_fn.W1.weight": W1, "score_fn.W2.weight": W2, "score_fn.v.weight": v[None],
-                  "cell.weight_ih": W_ih, "cell.weight_hh": W_hh, "cell.bias_ih": b_ih, "cell.bias_hh": b_hh,
-                  "W_o.weight": W_o, "W_o.bias": b_o})
+    load_weights(dec, {"E.weight": E, "score_fn.W1.weight": W1, "score_fn.W2.weight": W2,
+                       "score_fn.v.weight": v[None], "cell.weight_ih": W_ih, "cell.weight_hh": W_hh,
+                       "cell.bias_ih": b_ih, "cell.bias_hh": b_hh, "W_o.weight": W_o, "W_o.bias": b_o})
     return dec.step(y_prev, s_prev, H, mask)
 
 

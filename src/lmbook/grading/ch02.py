@@ -16,32 +16,21 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from .. import decoding as lmbook_decoding
 from .. import rnn as lmbook_rnn
-from .checks import Case, Check, Mutant, Registry, describe_scalar_mismatch, describe_tensor_mismatch
+from .checks import (
+    TORCH_RNN_NAMES,
+    Case,
+    Check,
+    Mutant,
+    Registry,
+    compare_parts,
+    describe_scalar_mismatch,
+    describe_tensor_mismatch,
+    describe_value,
+    load_weights,
+)
 from .checks import randn as _randn
 
 GRADER = ("lmbook.grading",)
-# torch's recurrent layers and cells, by every name a notebook can reach them
-TORCH_RNNS = ("RNN", "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell", "rnn_tanh", "rnn_tanh_cell", "rnn_relu_cell",
-              "lstm_cell", "gru_cell", "_VF")
-
-
-def _describe(x) -> str:
-    if isinstance(x, torch.Tensor):
-        return f"a tensor of shape {tuple(x.shape)}"
-    return f"a {type(x).__name__}"
-
-
-def _parts(*names: str, rtol: float = 1e-4, atol: float = 1e-5):
-    """Compare a tuple of tensors part by part, naming the first part that differs."""
-    def compare(out, ref) -> str | None:
-        if not isinstance(out, tuple | list) or len(out) != len(names):
-            return f"returned {_describe(out)}, expected a tuple ({', '.join(names)})"
-        for name, o, r in zip(names, out, ref, strict=True):
-            problem = describe_tensor_mismatch(o, r, rtol=rtol, atol=atol, dim=None)
-            if problem:
-                return f"{name}: {problem}"
-        return None
-    return compare
 
 
 def _tensor(rtol: float = 1e-4, atol: float = 1e-5):
@@ -58,17 +47,9 @@ def _rnn_cell_case(B, D, H, scale=0.5):
     return make
 
 
-def _loaded(module: nn.Module, weights: dict[str, torch.Tensor]) -> nn.Module:
-    module = module.to(dtype=next(iter(weights.values())).dtype)
-    with torch.no_grad():
-        for name, value in weights.items():
-            getattr(module, name).copy_(value)
-    return module
-
-
 def _rnn_cell_ref(x, h, W_x, W_h, b):
     H, D = W_x.shape
-    cell = _loaded(nn.RNNCell(D, H), {"weight_ih": W_x, "weight_hh": W_h, "bias_ih": b,
+    cell = load_weights(nn.RNNCell(D, H), {"weight_ih": W_x, "weight_hh": W_h, "bias_ih": b,
                                       "bias_hh": torch.zeros_like(b)})
     return cell(x, h)
 
@@ -100,7 +81,7 @@ RNN_CELL = Check(
         Mutant(_cell_with(swap=True), "swapped W_x and W_h: W_x multiplies the input x_t, W_h the previous state"),
     ],
     forbidden=(lmbook_rnn.RNNCell, lmbook_rnn.unroll),
-    forbidden_attrs=TORCH_RNNS,
+    forbidden_attrs=TORCH_RNN_NAMES,
     forbidden_modules=GRADER,
 )
 
@@ -119,7 +100,7 @@ def _rnn_seq_case(B, T, D, H, lengths=None, scale=0.5):
 def _rnn_forward_ref(x, lengths, h0, W_x, W_h, b):
     B, T, D = x.shape
     H = W_h.shape[0]
-    rnn = _loaded(nn.RNN(D, H, batch_first=True), {"weight_ih_l0": W_x, "weight_hh_l0": W_h, "bias_ih_l0": b,
+    rnn = load_weights(nn.RNN(D, H, batch_first=True), {"weight_ih_l0": W_x, "weight_hh_l0": W_h, "bias_ih_l0": b,
                                                    "bias_hh_l0": torch.zeros_like(b)})
     packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
     out, h_n = rnn(packed, h0.unsqueeze(0))
@@ -147,7 +128,7 @@ RNN_FORWARD = Check(
     task="rnn_forward",
     what="all states (0 at padding) and each sequence's state at its last real step",
     reference=_rnn_forward_ref,
-    compare=_parts("outputs", "h_n"),
+    compare=compare_parts("outputs", "h_n"),
     cases=[Case("batch 3, lengths (5, 2, 4), input 3, hidden 4", _rnn_seq_case(3, 5, 3, 4, lengths=[5, 2, 4])),
            Case("no padding: every sequence has length 6", _rnn_seq_case(2, 6, 2, 3, lengths=[6, 6]))],
     hidden_cases=[Case("a batch of one", _rnn_seq_case(1, 4, 3, 3, lengths=[4])),
@@ -167,7 +148,7 @@ RNN_FORWARD = Check(
         Mutant(_forward_with(reverse=True), "ran over time backwards: start at t = 0"),
     ],
     forbidden=(lmbook_rnn.RNNCell, lmbook_rnn.unroll),
-    forbidden_attrs=TORCH_RNNS,
+    forbidden_attrs=TORCH_RNN_NAMES,
     forbidden_modules=GRADER,
 )
 
@@ -186,7 +167,7 @@ def _gated_case(B, D, H, gates, lstm, scale=0.5):
 
 def _lstm_ref(x, h, c, W_ih, W_hh, b_ih, b_hh):
     H, D = W_hh.shape[1], x.shape[1]
-    cell = _loaded(nn.LSTMCell(D, H), {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih, "bias_hh": b_hh})
+    cell = load_weights(nn.LSTMCell(D, H), {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih, "bias_hh": b_hh})
     return cell(x, (h, c))
 
 
@@ -205,7 +186,7 @@ LSTM_CELL = Check(
     task="lstm_cell",
     what="the LSTM cell, equal to torch.nn.LSTMCell given the same weights",
     reference=_lstm_ref,
-    compare=_parts("h", "c"),
+    compare=compare_parts("h", "c"),
     cases=[Case("batch 3, input 4, hidden 5", _gated_case(3, 4, 5, 4, lstm=True)),
            Case("batch 2, input 6, hidden 2", _gated_case(2, 6, 2, 4, lstm=True))],
     hidden_cases=[Case("a batch of one", _gated_case(1, 3, 4, 4, lstm=True)),
@@ -223,14 +204,14 @@ LSTM_CELL = Check(
         Mutant(_lstm_with(b_hh=False), "left out the recurrent bias b_hh (torch's cell has both b_ih and b_hh)"),
     ],
     forbidden=(lmbook_rnn.LSTMCell, lmbook_rnn.unroll),
-    forbidden_attrs=TORCH_RNNS,
+    forbidden_attrs=TORCH_RNN_NAMES,
     forbidden_modules=GRADER,
 )
 
 
 def _gru_ref(x, h, W_ih, W_hh, b_ih, b_hh):
     H, D = W_hh.shape[1], x.shape[1]
-    cell = _loaded(nn.GRUCell(D, H), {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih, "bias_hh": b_hh})
+    cell = load_weights(nn.GRUCell(D, H), {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih, "bias_hh": b_hh})
     return cell(x, h)
 
 
@@ -276,7 +257,7 @@ GRU_CELL = Check(
         Mutant(_gru_with(reset="none"), "left out the reset gate r in the candidate n"),
     ],
     forbidden=(lmbook_rnn.GRUCell, lmbook_rnn.unroll),
-    forbidden_attrs=TORCH_RNNS,
+    forbidden_attrs=TORCH_RNN_NAMES,
     forbidden_modules=GRADER,
 )
 
@@ -301,13 +282,14 @@ def _clip_ref(grads, max_norm):
 def _clip_compare(out, ref) -> str | None:
     clipped_ref, total_ref = ref
     if not isinstance(out, tuple | list) or len(out) != 2:
-        return f"returned {_describe(out)}, expected a tuple (clipped_grads, total_norm)"
+        return f"returned {describe_value(out)}, expected a tuple (clipped_grads, total_norm)"
     clipped, total = out
     problem = describe_scalar_mismatch(total, total_ref, rtol=1e-4, atol=1e-6)
     if problem:
         return f"total_norm: {problem}"
     if not isinstance(clipped, tuple | list) or len(clipped) != len(clipped_ref):
-        return f"clipped_grads: returned {_describe(clipped)}, expected {len(clipped_ref)} tensors, one per gradient"
+        return (f"clipped_grads: returned {describe_value(clipped)}, expected {len(clipped_ref)} tensors, "
+                "one per gradient")
     for i, (o, r) in enumerate(zip(clipped, clipped_ref, strict=True)):
         problem = describe_tensor_mismatch(o, r, rtol=1e-4, atol=1e-6, dim=None)
         if problem:
@@ -527,7 +509,7 @@ def _sample_compare(out, ref) -> str | None:
     probs, n = ref
     B, V = probs.shape
     if not isinstance(out, torch.Tensor):
-        return f"returned {_describe(out)}, expected a (B, n) tensor of token ids"
+        return f"returned {describe_value(out)}, expected a (B, n) tensor of token ids"
     if tuple(out.shape) != (B, n):
         return f"returned shape {tuple(out.shape)}, expected ({B}, {n}): n draws per row"
     ids = out.detach().cpu()

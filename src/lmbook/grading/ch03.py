@@ -26,16 +26,10 @@ import torch.nn.functional as F
 from .. import decoding as lmbook_decoding
 from .. import functional as lmbook_functional
 from .. import metrics as lmbook_metrics
-from .checks import Case, Check, Mutant, Registry, describe_scalar_mismatch
+from .checks import Case, Check, Mutant, Registry, describe_scalar_mismatch, describe_value
 
 GRADER = ("lmbook.grading", "lmbook.seq2seq")
 MARGIN = 1e-3  # the smallest gap between two scores a decision of the reference may hinge on
-
-
-def _describe(x) -> str:
-    if isinstance(x, torch.Tensor):
-        return f"a tensor of shape {tuple(x.shape)}"
-    return f"a {type(x).__name__}"
 
 
 # ----------------------------------------------------------------------------- Task 1: teacher-forcing loss
@@ -188,7 +182,7 @@ def _as_tokens(x) -> list[int] | str:
             return f"returned a tensor of shape {tuple(x.shape)}, expected a list of token ids"
         x = x.detach().cpu().tolist()
     if not isinstance(x, tuple | list):
-        return f"returned {_describe(x)}, expected a list of token ids"
+        return f"returned {describe_value(x)}, expected a list of token ids"
     tokens = []
     for v in x:
         if isinstance(v, torch.Tensor) and v.numel() == 1:
@@ -211,7 +205,7 @@ def _tokens_compare(out, ref) -> str | None:
 def _beam_compare(out, ref) -> str | None:
     ref_tokens, ref_score = ref
     if not isinstance(out, tuple | list) or len(out) != 2:
-        return f"returned {_describe(out)}, expected a tuple (tokens, score)"
+        return f"returned {describe_value(out)}, expected a tuple (tokens, score)"
     problem = _tokens_compare(out[0], ref_tokens)
     if problem:
         return f"tokens: {problem}"

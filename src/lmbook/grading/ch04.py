@@ -19,7 +19,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import Case, Check, Mutant, Registry, describe_tensor_mismatch, to_reference
+from .checks import (
+    TORCH_RNN_NAMES,
+    Case,
+    Check,
+    Mutant,
+    Registry,
+    compare_parts,
+    describe_tensor_mismatch,
+    describe_value,
+    load_weights,
+    to_reference,
+)
 from .checks import randn as _randn
 
 COURSE = ("lmbook.attention", "lmbook.seq2seq", "lmbook.grading")
@@ -28,33 +39,7 @@ COURSE_ATTRS = ("attention", "seq2seq")
 TORCH_ATTENTION = (F.scaled_dot_product_attention, nn.MultiheadAttention, F.multi_head_attention_forward)
 TORCH_ATTENTION_ATTRS = ("scaled_dot_product_attention", "MultiheadAttention", "multi_head_attention_forward")
 TORCH_BILINEAR = (F.bilinear, nn.Bilinear, torch.bilinear)
-TORCH_RNNS = ("RNN", "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell", "rnn_tanh", "rnn_tanh_cell", "rnn_relu_cell",
-              "lstm_cell", "gru_cell", "_VF")
 NEG_INF = float("-inf")
-
-
-def _describe(x) -> str:
-    if isinstance(x, torch.Tensor):
-        return f"a tensor of shape {tuple(x.shape)}"
-    return f"a {type(x).__name__}"
-
-
-def _parts(*names: str, rtol: float = 1e-4, atol: float = 1e-5, order=None):
-    """Compare a tuple of tensors part by part, naming the first part that differs.
-
-    ``order``: the indices in the order to look at them (the order they are computed in, so that the part
-    named is the first stage that went wrong, not a later one that inherits the error).
-    """
-    def compare(out, ref) -> str | None:
-        if not isinstance(out, tuple | list) or len(out) != len(names):
-            return f"returned {_describe(out)}, expected a tuple ({', '.join(names)})"
-        for i in order or range(len(names)):
-            name, o, r = names[i], out[i], ref[i]
-            problem = describe_tensor_mismatch(o, r, rtol=rtol, atol=atol, dim=None)
-            if problem:
-                return f"{name}: {problem}"
-        return None
-    return compare
 
 
 def _pos(flat_index: int, shape) -> tuple[int, ...]:
@@ -64,7 +49,7 @@ def _pos(flat_index: int, shape) -> tuple[int, ...]:
 def _scores_compare(out, ref) -> str | None:
     """(B, T) scores: exactly -inf where ``ref`` is (padding), close to ``ref`` elsewhere."""
     if not isinstance(out, torch.Tensor):
-        return f"returned {_describe(out)}, expected a (B, T) torch.Tensor of scores"
+        return f"returned {describe_value(out)}, expected a (B, T) torch.Tensor of scores"
     if tuple(out.shape) != tuple(ref.shape):
         return f"returned shape {tuple(out.shape)}, expected {tuple(ref.shape)}: one score per (sequence, position)"
     out = to_reference(out)
@@ -342,7 +327,7 @@ ATTEND = Check(
     task="attend",
     what="α = softmax(e) over the real positions (0 at padding), c = Σ_j α_j h_j",
     reference=_attend_ref,
-    compare=_parts("context", "alpha", rtol=1e-4, atol=1e-6),
+    compare=compare_parts("context", "alpha", rtol=1e-4, atol=1e-6),
     cases=[Case("batch 3, lengths (5, 2, 4), large made-up scores at padding",
                 _attend_case(3, 5, 4, lengths=[5, 2, 4])),
            Case("scores already -inf at padding (as Task 1 returns them), lengths (4, 1)",
@@ -400,10 +385,8 @@ def _step_ref(y_prev, s_prev, H, mask, E, W1, W2, v, W_ih, W_hh, b_ih, b_hh, W_o
     e = _additive_ref(s_prev, H, mask, W1, W2, v)  # e_tj = score(s_{t-1}, h_j)
     context, alpha = _attend_ref(e, H, mask)
     d_s = s_prev.shape[1]
-    cell = nn.GRUCell(W_ih.shape[1], d_s).to(dtype=H.dtype)
-    with torch.no_grad():
-        for name, value in (("weight_ih", W_ih), ("weight_hh", W_hh), ("bias_ih", b_ih), ("bias_hh", b_hh)):
-            getattr(cell, name).copy_(value)
+    cell = load_weights(nn.GRUCell(W_ih.shape[1], d_s), {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih,
+                                                         "bias_hh": b_hh})
     s = cell(torch.cat([F.embedding(y_prev, E), context], dim=-1), s_prev)
     return F.linear(torch.cat([context, s], dim=-1), W_o, b_o), s, alpha
 
@@ -449,7 +432,7 @@ BAHDANAU_STEP = Check(
     what="e = vᵀ tanh(W_1 h_j + W_2 s_{t-1}), α = softmax(e), c = Σ α_j h_j, s_t = GRU([emb(y_{t-1}); c], s_{t-1}), "
          "logits = W_o [c; s_t] + b_o",
     reference=_step_ref,
-    compare=_parts("logits", "s_t", "alpha", order=(2, 1, 0)),  # α_t, then s_t, then the logits
+    compare=compare_parts("logits", "s_t", "alpha", order=(2, 1, 0)),  # α_t, then s_t, then the logits
     cases=_step_cases(hidden=False),
     hidden_cases=_step_cases(hidden=True),
     mutants=[
@@ -467,7 +450,7 @@ BAHDANAU_STEP = Check(
         Mutant(_step_with(new_state=False), "returned the previous state s_{t-1}: return the new state s_t"),
     ],
     forbidden=(*TORCH_ATTENTION, nn.GRUCell, nn.GRU, torch.gru_cell),
-    forbidden_attrs=(*COURSE_ATTRS, *TORCH_ATTENTION_ATTRS, *TORCH_RNNS),
+    forbidden_attrs=(*COURSE_ATTRS, *TORCH_ATTENTION_ATTRS, *TORCH_RNN_NAMES),
     forbidden_modules=COURSE,
 )
 

@@ -119,6 +119,30 @@ def describe_tensor_mismatch(out, ref: torch.Tensor, *, rtol: float = 1e-4, atol
             f"expected {float(ref.flatten()[worst]):.6g}")
 
 
+def describe_value(x) -> str:
+    """What a student returned, in a few words: 'a tensor of shape (2, 3)', 'a list'."""
+    if isinstance(x, torch.Tensor):
+        return f"a tensor of shape {tuple(x.shape)}"
+    return f"a {type(x).__name__}"
+
+
+def compare_parts(*names: str, rtol: float = 1e-4, atol: float = 1e-5, order: Sequence[int] | None = None):
+    """A comparison for a tuple of tensors, naming the first part that differs.
+
+    ``order``: the indices in the order to look at them (the order they are computed in, so the part
+    named is the first stage that went wrong, not a later one that inherits the error).
+    """
+    def compare(out, ref) -> str | None:
+        if not isinstance(out, tuple | list) or len(out) != len(names):
+            return f"returned {describe_value(out)}, expected a tuple ({', '.join(names)})"
+        for i in order or range(len(names)):
+            problem = describe_tensor_mismatch(out[i], ref[i], rtol=rtol, atol=atol, dim=None)
+            if problem:
+                return f"{names[i]}: {problem}"
+        return None
+    return compare
+
+
 def describe_scalar_mismatch(out, ref, *, rtol: float = 1e-4, atol: float = 1e-6) -> str | None:
     """Compare a scalar answer (a Python number or a 0-d tensor)."""
     if isinstance(out, torch.Tensor):
@@ -315,6 +339,21 @@ def model_logits(model, window: int, contexts: torch.Tensor, device: torch.devic
     chunks = [model(contexts[i:i + 4096, contexts.shape[1] - window:].to(device)).float().cpu()
               for i in range(0, len(contexts), 4096)]
     return torch.cat(chunks)
+
+
+# torch's recurrent layers and cells, by every name a notebook can reach them (a task that asks for a cell
+# forbids them all)
+TORCH_RNN_NAMES = ("RNN", "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell", "rnn_tanh", "rnn_tanh_cell",
+                   "rnn_relu_cell", "lstm_cell", "gru_cell", "_VF")
+
+
+def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
+    """``module`` holding the given tensors as its parameters (dotted names reach submodules), in their dtype."""
+    module = module.to(dtype=next(iter(weights.values())).dtype)
+    with torch.no_grad():
+        for name, value in weights.items():
+            module.get_parameter(name).copy_(value)
+    return module
 
 
 class Registry:
