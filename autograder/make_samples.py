@@ -1,11 +1,13 @@
-"""Write sample submissions of exercise 1, to try the grader on (and to test it).
+"""Write sample submissions of an exercise, to try the grader on (and to test it).
 
-    python autograder/make_samples.py DEST
+    python autograder/make_samples.py DEST [ASSIGNMENT ...]
 
-Each sample is the student notebook from exercises/ with its answer cells
-filled in: a correct one (the solutions' code), a blank one, partly wrong
-ones, one with a syntax error, one that imports lmbook's answer, and a file
-that is not a notebook at all.
+Each sample is the student notebook from exercises/ with its answer cells filled in. Every exercise gets a
+correct one (the solutions' code), a blank one, one with a syntax error in an answer cell (exercise 1's
+first, the others' last), and a file that is not a notebook at all. Exercise 1 (the default) also gets
+answers with known mistakes and one that imports lmbook's answer; the others get one that leaves the last
+answer unwritten. With several assignments,
+DEST gets one folder per assignment (DEST/ch02/<student>/...); with one, DEST/<student>/....
 """
 
 from __future__ import annotations
@@ -19,6 +21,13 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = "ch01_feedforward_lm.ipynb"
 
+
+def notebook_name(assignment: str) -> str:
+    """The file name of an exercise's notebook (the one notebook in its solutions/ folder)."""
+    (path,) = (ROOT / "solutions" / assignment).glob("*.ipynb")
+    return path.name
+
+
 # Answers that differ from the solution, by answer cell (grade_id).
 GLOBAL_MAX_LOG_SOFTMAX = '''
 def log_softmax(x, dim=-1):
@@ -27,7 +36,7 @@ def log_softmax(x, dim=-1):
 '''
 CE_OVER_PADDING = '''
 def cross_entropy(logits, targets, ignore_index=-100):
-    logp = log_softmax(logits, dim=-1).reshape(-1, logits.shape[-1])
+    logp = (logits - logits.logsumexp(dim=-1, keepdim=True)).reshape(-1, logits.shape[-1])
     targets = targets.reshape(-1)
     keep = targets != ignore_index
     return -logp[keep].gather(1, targets[keep].unsqueeze(1)).sum() / targets.numel()
@@ -50,9 +59,9 @@ from lmbook.functional import log_softmax
 '''
 
 
-def solution_answers() -> dict[str, str]:
+def solution_answers(assignment: str = "ch01") -> dict[str, str]:
     """The solution code of every answer cell, markers removed."""
-    nb = nbformat.read(ROOT / "solutions" / "ch01" / NOTEBOOK, as_version=4)
+    nb = nbformat.read(ROOT / "solutions" / assignment / notebook_name(assignment), as_version=4)
     answers = {}
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -61,9 +70,9 @@ def solution_answers() -> dict[str, str]:
     return answers
 
 
-def fill(answers: dict[str, str]) -> nbformat.NotebookNode:
+def fill(answers: dict[str, str], assignment: str = "ch01") -> nbformat.NotebookNode:
     """The released exercise notebook with the given answer cells replaced."""
-    nb = nbformat.read(ROOT / "exercises" / "ch01" / NOTEBOOK, as_version=4)
+    nb = nbformat.read(ROOT / "exercises" / assignment / notebook_name(assignment), as_version=4)
     for cell in nb.cells:
         gid = cell.metadata.get("nbgrader", {}).get("grade_id")
         if gid in answers:
@@ -71,29 +80,37 @@ def fill(answers: dict[str, str]) -> nbformat.NotebookNode:
     return nb
 
 
-def make_samples(dest: Path) -> list[str]:
+def make_samples(dest: Path, assignment: str = "ch01") -> list[str]:
     """Write one folder per sample student under ``dest``; return their names."""
-    good = solution_answers()
+    good = solution_answers(assignment)
+    # Later tasks may call earlier answers: the last answer is the one whose loss costs only its own tests.
+    last = list(good)[-1] if assignment != "ch01" else "log_softmax"
     samples = {
         "correct": good,
         "blank": {},
-        "partly_wrong": {**good, "log_softmax": GLOBAL_MAX_LOG_SOFTMAX, "cross_entropy": CE_OVER_PADDING,
-                         "ffnn_forward": FFNN_NO_BIAS, "train_lm": None},
-        "syntax_error": {**good, "log_softmax": SYNTAX_ERROR},
-        "imports_answer": {**good, "log_softmax": IMPORTS_ANSWER},
+        "syntax_error": {**good, last: SYNTAX_ERROR},
     }
-    for name, answers in samples.items():
-        folder = dest / name
+    if assignment != "ch01":
+        samples["last_unanswered"] = {**good, last: None}
+    else:  # exercise 1's samples name their mistakes (its tests know each one's exact grade)
+        samples["partly_wrong"] = {**good, "log_softmax": GLOBAL_MAX_LOG_SOFTMAX, "cross_entropy": CE_OVER_PADDING,
+                                   "ffnn_forward": FFNN_NO_BIAS, "train_lm": None}
+        samples["imports_answer"] = {**good, "log_softmax": IMPORTS_ANSWER}
+    name = notebook_name(assignment)
+    for student, answers in samples.items():
+        folder = dest / student
         folder.mkdir(parents=True, exist_ok=True)
-        nbformat.write(fill({k: v for k, v in answers.items() if v is not None}), folder / NOTEBOOK)
+        nbformat.write(fill({k: v for k, v in answers.items() if v is not None}, assignment), folder / name)
     broken = dest / "not_a_notebook"
     broken.mkdir(parents=True, exist_ok=True)
-    (broken / NOTEBOOK).write_text('{"cells": [ this is not JSON')
+    (broken / name).write_text('{"cells": [ this is not JSON')
     return [*samples, "not_a_notebook"]
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         sys.exit(__doc__)
-    names = make_samples(Path(sys.argv[1]))
-    print(f"wrote {len(names)} sample submissions to {sys.argv[1]}: {', '.join(names)}")
+    dest, assignments = Path(sys.argv[1]), sys.argv[2:] or ["ch01"]
+    for a in assignments:
+        names = make_samples(dest / a if len(assignments) > 1 else dest, a)
+        print(f"wrote {len(names)} sample submissions of {a} to {dest}: {', '.join(names)}")

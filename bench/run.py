@@ -12,7 +12,8 @@ Figures (times are medians of several runs; the spread is min-max):
 - from-scratch functions against torch's built-ins on the same inputs, timed side by side;
 - grading: submissions per minute and peak memory for `lmbook-grade` and for plain serial
   `nbgrader autograde` (nbgrader's default preprocessors) on the same generated submissions, in the
-  same run, and how many students got the same total from both.
+  same run, and how many students got the same total from both; and `lmbook-grade` on every released
+  exercise's sample submissions (lmbook.tasks.ASSIGNMENTS).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch.utils import benchmark
+from worktree import copy_worktree
+
+from lmbook.tasks import ASSIGNMENTS
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -45,7 +49,7 @@ MODES = {  # repeats of timed runs, seeds per chapter, submissions to grade, mic
     "quick": {"repeats": 1, "seeds": 1, "submissions": 5, "size": (512, 10_000), "book": True},
     # the tests' smoke run: one chapter stands for all (each chapter's notebook already runs in the book build)
     "tiny": {"repeats": 1, "seeds": 1, "submissions": 2, "size": (8, 50), "book": False,
-             "only": ["ch01_feedforward_lm"]},
+             "only": ["ch01_feedforward_lm"], "exercises": ["ch04"]},
 }
 
 
@@ -71,16 +75,11 @@ def machine() -> dict:
 # ----------------------------------------------------------------------------- the book
 
 
-def _copy_repo(dst: Path) -> None:
-    shutil.copytree(ROOT, dst, ignore=shutil.ignore_patterns(".venv", "node_modules", "_build", ".git", "grading*",
-                                                            "quick"))
-
-
 def book_builds(repeats: int) -> dict:
     clean, rebuild = [], []
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "book"
-        _copy_repo(src)
+        copy_worktree(src)
         cmd = [str(BIN / "jupyter-book"), "build", str(src), "--all", "-W", "-n", "--keep-going"]
         for _ in range(repeats):
             shutil.rmtree(src / "_build", ignore_errors=True)
@@ -139,6 +138,15 @@ HEADLINES = {
         ("multiplicative score: validation exact match (short run)", "em_cmp_multiplicative"),
         ("additive score: validation exact match (short run)", "em_cmp_additive"),
     ],
+    "ch05_self_attention": [
+        ("causal self-attention LM: test perplexity", "sa_ppl"),
+        ("LSTM LM: test perplexity", "lstm_ppl"),
+        ("feedforward LM, window 6: test perplexity", "ffnn_ppl"),
+        ("true model (floor): test perplexity", "floor_ppl"),
+        ("self-attention LM: agreement beyond the FFNN's window", "agree_sa_far"),
+        ("LSTM: agreement beyond the FFNN's window", "agree_lstm_far"),
+        ("one attention layer: fitted exponent of time in n", "time_exponent"),
+    ],
 }
 
 
@@ -194,6 +202,14 @@ def builtins(size: tuple[int, int], repeats: int) -> dict:
         for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
             getattr(lstm, f"{name}_l0").copy_(getattr(cell, name))
     seq = torch.randn(32, 35, 128, generator=g)
+    # chapter 5's language model's attention: a batch of 32 windows of 32 tokens, width 64, causal
+    from lmbook.multihead import MultiHeadAttention
+    from lmbook.self_attention import causal_mask, scaled_dot_product_attention
+
+    q, k, v = (torch.randn(32, 32, 64, generator=g) for _ in range(3))
+    causal = causal_mask(32)
+    ours_mha, torch_mha = MultiHeadAttention(64, 4), torch.nn.MultiheadAttention(64, 4, batch_first=True)
+    ours_mha.load_torch(torch_mha)
     pairs = {
         "log_softmax": (lambda: LF.log_softmax(x, -1), lambda: torch.log_softmax(x, -1),
                         "torch.log_softmax", [B, V]),
@@ -201,6 +217,12 @@ def builtins(size: tuple[int, int], repeats: int) -> dict:
                           "torch.nn.functional.cross_entropy", [B, V]),
         "lstm_forward": (torch.no_grad()(lambda: unroll(cell, seq)[0]), torch.no_grad()(lambda: lstm(seq)[0]),
                          "torch.nn.LSTM", list(seq.shape)),
+        "causal_attention": (lambda: scaled_dot_product_attention(q, k, v, causal)[0],
+                             lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=causal),
+                             "torch.nn.functional.scaled_dot_product_attention", list(q.shape)),
+        "multihead_attention": (torch.no_grad()(lambda: ours_mha(q, causal=True)[0]),
+                                torch.no_grad()(lambda: torch_mha(q, q, q, attn_mask=~causal, need_weights=False)[0]),
+                                "torch.nn.MultiheadAttention (4 heads)", list(q.shape)),
     }
     out = {}
     for name, (ours, theirs, ref, shape) in pairs.items():
@@ -328,6 +350,29 @@ def grading(n: int) -> dict:
             "same_total": n - len(differ), "different_total": differ}
 
 
+def grading_each_exercise(assignments: list[str]) -> dict:
+    """`lmbook-grade` on each released exercise's sample submissions (autograder/make_samples.py): wall time,
+    time per submission, and whether the correct sample got full marks and the blank one none."""
+    from make_samples import make_samples
+
+    env = _env(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    results = {}
+    for a in assignments:
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            names = make_samples(tmp / "subs", a)
+            seconds, mib = _run_measured([str(BIN / "lmbook-grade"), str(tmp / "subs"), "--assignment", a,
+                                          "--out", str(tmp / "out")], ROOT, env, tmp / "grade.log")
+            with (tmp / "out" / "grades.csv").open(newline="") as f:
+                rows = {row["student"]: row for row in csv.DictReader(f)}
+        results[a] = {"submissions": len(names), "samples": names, "seconds": seconds,
+                      "per_submission_s": seconds / len(names), "peak_rss_mib": mib,
+                      "correct_full_marks": float(rows["correct"]["total"]) == float(rows["correct"]["max"]),
+                      "blank_zero": float(rows["blank"]["total"]) == 0}
+        print(f"  {a}: {seconds:.1f} s for {len(names)} samples", flush=True)
+    return results
+
+
 # ----------------------------------------------------------------------------- report
 
 
@@ -392,6 +437,17 @@ def report(r: dict) -> str:
               f"Same total from both graders: {g['same_total']} of {g['submissions']} students."]
     for name, t in g["different_total"].items():
         lines.append(f"- {name}: lmbook-grade {t['lmbook_grade']}, plain nbgrader {t['nbgrader_autograde']}")
+    if "grading_each_exercise" in r:
+        lines += ["", "### Every exercise", "",
+                  "`lmbook-grade` on each exercise's sample submissions (`autograder/make_samples.py`: correct, "
+                  "blank, syntax error, a wrong or unanswered task, not a notebook), including assignment generation "
+                  "and feedback.", "",
+                  "| exercise | samples | wall time | per submission | peak memory | correct: full marks | "
+                  "blank: 0 |", "|---|---|---|---|---|---|---|"]
+        for a, e in r["grading_each_exercise"].items():
+            lines.append(f"| {a} | {e['submissions']} | {e['seconds']:.1f} s | {e['per_submission_s']:.1f} s | "
+                         f"{e['peak_rss_mib']:.0f} MiB | {'yes' if e['correct_full_marks'] else '**no**'} | "
+                         f"{'yes' if e['blank_zero'] else '**no**'} |")
     lines.append("")
     return "\n".join(lines)
 
@@ -441,6 +497,8 @@ def main(argv: list[str] | None = None) -> dict:
     results["builtins"] = builtins(cfg["size"], cfg["repeats"])
     print("grading...", flush=True)
     results["grading"] = grading(cfg["submissions"])
+    print("grading each exercise...", flush=True)
+    results["grading_each_exercise"] = grading_each_exercise(cfg.get("exercises", list(ASSIGNMENTS)))
     text = report(results)
     if a.out is None and a.mode == "full":
         md, js = ROOT / "BENCHMARKS.md", ROOT / "bench" / "results.json"

@@ -1,57 +1,45 @@
-"""The contract every exercise's checks meet, written once: a test module calls :func:`contract_tests`.
+"""The right-answer half of the contract an exercise's checks meet, for an exercise's own test module:
 
-    test_a, test_b, test_c, test_d = contract_tests(CHECKS, check, RIGHT)
+    test_a, test_b = contract_tests(CHECKS, RIGHT)
 
-- every task has a right answer written differently from the reference, and it passes the visible and
-  the hidden tests;
-- every known wrong answer (a :class:`Mutant`), written as a student's own function, fails and the
-  feedback names its misconception;
-- every task knows at least three wrong answers.
+- every task has a right answer written differently from the reference (in the test module), and it
+  passes the visible and the hidden tests, in Jupyter and in the grader.
+
+The other half (every named mistake fails and is named, at least three per task, the notebook and the task
+module agree) is checked for every released exercise at once by test_tasks.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
-
-from lmbook.grading.checks import CheckFailed, Mutant
-
-MIN_MUTANTS = 3
+from test_verdict import grader_verdict, kernel_verdict
 
 
-def _plain_answer(task: str, mutant: Mutant) -> Callable:
-    def answer(*args, **kwargs):  # the mistake as the student's own function (not the grader's code)
-        return mutant.fn(*args, **kwargs)
-    return answer
+@dataclass(frozen=True)
+class Student:
+    """A wrong implementation written as a student would, and the named mistake it has (word for word a
+    Mutant's misconception of its task), or None when the checks have no name for it (see test_students.py)."""
+
+    fn: Callable
+    has: str | None = None
+    note: str = ""
 
 
-def contract_tests(checks, check, right: dict[str, Callable], *,
-                   as_student_answer: Callable[[str, Mutant], Callable] = _plain_answer):
+def contract_tests(checks, right: dict[str, Callable]):
     by_task = {c.task: c for c in checks}
-    mutants = [(c.task, i) for c in checks for i in range(len(c.mutants))]
 
     def test_every_task_has_a_right_answer_here():
         assert set(right) == set(by_task)
 
     @pytest.mark.parametrize("task", list(right))
     @pytest.mark.parametrize("hidden", [False, True])
-    def test_a_correct_but_different_answer_passes(task, hidden, capsys):
-        check(task, right[task], hidden=hidden, seed=11)
-        assert "✓" in capsys.readouterr().out
+    def test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader(task, hidden, capsys, tmp_path):
+        kernel = kernel_verdict(by_task[task], right[task], hidden=hidden, seed=11, capsys=capsys)
+        grader = grader_verdict(by_task[task], right[task], hidden=hidden, seed=11, tmp_path=tmp_path)
+        assert kernel[0] and grader[0], f"Jupyter: {kernel[1]}\ngrader: {grader[1]}"
 
-    @pytest.mark.parametrize(("task", "index"), mutants)
-    def test_every_known_wrong_answer_fails_and_is_named(task, index):
-        mutant: Mutant = by_task[task].mutants[index]
-        with pytest.raises(CheckFailed) as err:
-            for hidden in (False, True):
-                check(task, as_student_answer(task, mutant), hidden=hidden, seed=5)
-        assert mutant.misconception in str(err.value), (
-            f"expected the diagnosis {mutant.misconception!r}, got:\n{err.value}")
-
-    def test_each_task_knows_at_least_three_wrong_answers():
-        for c in checks:
-            assert len(c.mutants) >= MIN_MUTANTS, f"{c.task} has only {len(c.mutants)} mutants"
-
-    return (test_every_task_has_a_right_answer_here, test_a_correct_but_different_answer_passes,
-            test_every_known_wrong_answer_fails_and_is_named, test_each_task_knows_at_least_three_wrong_answers)
+    return (test_every_task_has_a_right_answer_here,
+            test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader)

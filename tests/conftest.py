@@ -1,6 +1,5 @@
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +8,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("MPLBACKEND", "Agg")
+sys.path.insert(0, str(ROOT / "bench"))
+from worktree import copy_worktree  # noqa: E402  (bench/: one copy of the tree for tests and benchmarks)
 
 
 @pytest.fixture(scope="session")
@@ -24,16 +25,8 @@ def _build(src: Path, *extra: str) -> None:
 
 @pytest.fixture(scope="session")
 def book_copy(tmp_path_factory) -> Path:
-    """A copy of the repository's tracked files (and the npm assets) with an empty execution cache."""
-    src = tmp_path_factory.mktemp("book")
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split()
-    for f in files:
-        if (ROOT / f).is_file():
-            (src / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / f, src / f)
-    assert (ROOT / ".vendor" / "static").is_dir(), "run `make install` first: the npm assets are missing"
-    shutil.copytree(ROOT / ".vendor", src / ".vendor")
+    """A copy of the repository's working tree (and the npm assets) with an empty execution cache."""
+    src = copy_worktree(tmp_path_factory.mktemp("book"))
     # Cache mode on an empty cache executes every notebook (a clean build), and lets the
     # instructor edition below reuse those executions instead of running every chapter again.
     config = src / "_config.yml"

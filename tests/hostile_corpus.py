@@ -115,6 +115,16 @@ def _hidden_import():
                                         "def log_softmax(x, dim=-1):\n    return _ls(x, dim)"})
 
 
+def _future_hides_import():
+    # IPython keeps the __future__ feature for later cells, where `<>` is valid: a cell the analysis once skipped.
+    # It also makes `!=` invalid: the cross_entropy answer's cell is a syntax error, for kernel and grader alike.
+    nb = fill({**GOOD, "log_softmax": "from __future__ import barry_as_FLUFL"})
+    return _with_cell(nb, "assert 1 <> 2\nfrom torch.nn.functional import log_softmax", after="log_softmax")
+
+
+HONEST_PATTERNS = ('"""My notes: the book keeps its tables in .npy files."""\n%matplotlib inline\nimport os\n'
+                   "import sys\nsys.path.insert(0, '..')  # not /proc\nprint(os.path.join('runs', 'first'))")
+
 # name -> (build, expected per-task points, flagged, a phrase the report must contain, extra files)
 CORPUS = {
     "honest": (lambda: fill(GOOD), FULL, False, "", {}),
@@ -160,6 +170,10 @@ CORPUS = {
     "unkillable_loop": (_unkillable_loop, [3, 3, 0, 0, 0], False, "ran past its time limit", {}),
     "memory_hog": (_memory_hog, FULL, False, "", {}),
     "output_flood": (_output_flood, FULL, False, "", {}),
+    "time_magic": (_tampering("%%time\nimport numpy as np\nnp.save('/tmp/c4_0_0.npy', np.zeros(3))"), ZERO, True,
+                   "`%%time` runs the code", {}),
+    "future_hides_import": (_future_hides_import, [0, 0, 3, 3, 4], False, "torch.nn.functional.log_softmax", {}),
+    "honest_patterns": (lambda: _with_cell(fill(GOOD), HONEST_PATTERNS), FULL, False, "", {}),
 }
 # Not graded at all (a clear status, 0 points): the file itself is broken.
 BROKEN = {
@@ -363,9 +377,9 @@ def train_lm(train_ids, vocab_size):
     "float64_and_masks": {
         "log_softmax": '''
 def log_softmax(x, dim=-1):
-    x64 = x.double()  # compute in float64, return float64: a different but valid dtype
+    x64 = x.double()  # compute in float64, return in x's dtype (as the statement asks)
     m = torch.max(x64, dim=dim, keepdim=True).values
-    return x64 - m - torch.exp(x64 - m).sum(dim=dim, keepdim=True).log()''',
+    return (x64 - m - torch.exp(x64 - m).sum(dim=dim, keepdim=True).log()).to(x.dtype)''',
         "cross_entropy": '''
 def cross_entropy(logits, targets, ignore_index=-100):
     mask = (targets != ignore_index)
@@ -374,7 +388,7 @@ def cross_entropy(logits, targets, ignore_index=-100):
     return (nll * mask).sum() / mask.sum()
 
 def perplexity(logits, targets, ignore_index=-100):
-    return cross_entropy(logits, targets, ignore_index).exp()''',
+    return cross_entropy(logits, targets, ignore_index).exp().item()''',
         "ffnn_forward": '''
 def ffnn_forward(context, E, W, b, U, c):
     one_hot = F.one_hot(context, E.shape[0]).to(E.dtype)   # (B, m, V) @ (V, d): embedding lookup as a matmul

@@ -3,10 +3,12 @@
 import csv
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import zipfile
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -49,6 +51,7 @@ def graded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("grading")
     subs = tmp / "submissions"
     make_samples(subs)
+    shutil.copytree(subs / "partly_wrong", subs / "partly_wrong_too")  # a mistake two students made
     before = _digest(subs)
     r = _grade(subs, tmp / "out")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -145,3 +148,194 @@ def test_a_zip_entry_pointing_outside_the_archive_is_skipped_not_fatal(tmp_path)
 def test_missing_submissions_folder_is_a_clear_error(tmp_path):
     r = _grade(tmp_path / "nowhere", tmp_path / "out")
     assert r.returncode != 0 and "not a folder or a .zip" in r.stderr
+
+
+# ----------------------------------------------------------------------------- the class report
+
+TASKS = ("log_softmax", "cross_entropy", "ffnn_forward", "sgns_loss", "train_lm")
+MAXIMA = (3, 3, 3, 3, 4)
+CLASS = {**EXPECTED, "partly_wrong_too": EXPECTED["partly_wrong"]}  # the graded batch
+
+
+class _Tables(HTMLParser):
+    """The page's tables by id (rows of cell texts), and its count cards by id."""
+
+    def __init__(self, page: str):
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.cards: dict[str, str] = {}
+        self.images: list[str] = []
+        self._table = self._card = None
+        self._cell: list[str] | None = None
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table":
+            self._table = self.tables.setdefault(a.get("id", ""), [])
+        elif tag == "tr" and self._table is not None:
+            self._table.append([])
+        elif tag in ("td", "th") and self._table is not None:
+            self._cell = []
+        elif tag == "div" and a.get("id", "").startswith("count-"):
+            self._card = a["id"].removeprefix("count-")
+        elif tag == "img":
+            self.images.append(a.get("src", ""))
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._table[-1].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "table":
+            self._table = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+        elif self._card:
+            self.cards[self._card] = data.strip()
+            self._card = None
+
+
+def _page(out: Path) -> _Tables:
+    return _Tables((out / "class.html").read_text())
+
+
+def test_class_page_counts_the_submissions_that_ran_and_those_that_did_not(graded):
+    cards = _page(graded["out"]).cards
+    ran = [s for s in CLASS if s != "not_a_notebook"]
+    assert (cards["submissions"], cards["ran"], cards["not-run"]) == (str(len(CLASS)), str(len(ran)), "1"), cards
+
+
+def test_class_page_histogram_counts_every_student_by_total(graded):
+    rows = _page(graded["out"]).tables["grades"][1:]
+    got = {float(points): int(n) for points, n in rows if int(n)}
+    want: dict[float, int] = {}
+    for total, _ in CLASS.values():
+        want[float(total)] = want.get(float(total), 0) + 1
+    assert got == want, f"histogram {got}, expected {want}"
+
+
+def test_class_page_gives_each_tasks_full_partial_and_zero_marks(graded):
+    rows = {r[0]: [int(c.split()[0]) for c in r[1:]] for r in _page(graded["out"]).tables["tasks"][1:]}
+    ran = [per_task for s, (_, per_task) in CLASS.items() if s != "not_a_notebook"]
+    for i, (task, maxp) in enumerate(zip(TASKS, MAXIMA, strict=True)):
+        scores = [p[i] for p in ran]
+        want = [sum(s == maxp for s in scores), sum(0 < s < maxp for s in scores), sum(s == 0 for s in scores)]
+        assert rows[task] == want, f"{task}: full/partial/zero {rows[task]}, expected {want}"
+
+
+def test_class_page_ranks_the_named_mistakes_with_the_students_who_made_them(graded):
+    rows = _page(graded["out"]).tables["mistakes"][1:]
+    found = {(task, mistake): (int(n), who) for n, task, mistake, who in rows}
+    # partly_wrong and its copy leave out the bias (tasks/ch01.py names that mistake; the others name none)
+    assert found.get(("ffnn_forward", "left out the hidden bias b")) == (2, "partly_wrong, partly_wrong_too"), found
+    counts = [int(r[0]) for r in rows]
+    assert counts[0] == 2 and counts[-1] >= 1, f"the most common mistake is held by 2: {rows}"
+    assert counts == sorted(counts, reverse=True), f"not ranked by how many students: {counts}"
+
+
+def test_class_page_lists_the_unrunnable_and_flagged_submissions_with_why(graded):
+    tables = _page(graded["out"]).tables
+    assert [r[0] for r in tables["not-run"][1:]] == ["not_a_notebook"]
+    assert tables["not-run"][1][1].startswith("unreadable notebook")
+    flagged = {r[0]: r[1] for r in tables["flagged"][1:]}
+    assert list(flagged) == ["imports_answer"] and "log_softmax" in flagged["imports_answer"], flagged
+
+
+def test_class_page_is_self_contained_and_its_figures_are_also_files(graded):
+    page = (graded["out"] / "class.html").read_text()
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", page), "the page refers to something outside itself"
+    images = _page(graded["out"]).images
+    assert len(images) == 3 and all(src.startswith("data:image/png;base64,") for src in images)
+    assert sorted(p.name for p in (graded["out"] / "class").glob("*.png")) == ["grades.png", "mistakes.png",
+                                                                                 "tasks.png"]
+
+
+def test_report_md_starts_with_the_class_summary(graded):
+    report = (graded["out"] / "report.md").read_text()
+    assert report.startswith("# Class report: ch01")
+    summary = report.split("# Students", 1)[0]
+    assert "2 × ffnn_forward: left out the hidden bias b" in summary, summary
+    assert "not_a_notebook: unreadable notebook" in summary, summary
+
+
+# ----------------------------------------------------------------------------- several assignments
+
+
+def test_all_means_every_assignment_folder_of_the_source(tmp_path):
+    from lmbook.autograde import resolve_assignments
+
+    (tmp_path / "hw1").mkdir()
+    (tmp_path / "hw1" / "hw1.ipynb").write_text("{}")
+    (tmp_path / "hw0").mkdir()
+    (tmp_path / "hw0" / "hw0.ipynb").write_text("{}")
+    (tmp_path / "notes").mkdir()  # no notebook: not an assignment
+    assert resolve_assignments(["all"], tmp_path) == ["hw0", "hw1"]
+
+
+def test_an_unknown_assignment_is_a_clear_error_before_any_grading(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "lmbook.autograde", str(tmp_path), "--assignment", "ch01",
+                        "--assignment", "ch99", "--out", str(tmp_path / "out"), "--course", str(ROOT / "autograder")],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode != 0 and "unknown assignment ch99" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_several_assignments_give_one_sheet_with_a_column_per_assignment(tmp_path):
+    subs = tmp_path / "term"
+    make_samples(tmp_path / "samples")
+    for student in ("correct", "blank"):
+        shutil.copytree(tmp_path / "samples" / student, subs / "ch01" / student)
+    ch02 = next((ROOT / "exercises" / "ch02").glob("*.ipynb"))  # the student notebook as released: blank
+    (subs / "ch02" / "blank").mkdir(parents=True)
+    shutil.copy(ch02, subs / "ch02" / "blank" / ch02.name)
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    r = subprocess.run([sys.executable, "-m", "lmbook.autograde", str(subs), "--assignment", "ch01", "--assignment",
+                        "ch02", "--out", str(tmp_path / "out"), "--course", str(ROOT / "autograder")],
+                       capture_output=True, text=True, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    out = tmp_path / "out"
+    with (out / "grades.csv").open() as f:
+        reader = csv.DictReader(f)
+        rows = {row["student"]: row for row in reader}
+    assert reader.fieldnames == ["student", "ch01", "ch02", "total", "max", "status", "flagged"]
+    max02 = float(_rows(out / "ch02")["blank"]["max"])
+    assert [rows["correct"][k] for k in ("ch01", "ch02", "total")] == ["16", "0", "16"]
+    assert [rows["blank"][k] for k in ("ch01", "ch02", "total")] == ["0", "0", "0"]
+    assert float(rows["correct"]["max"]) == 16 + max02
+    assert rows["correct"]["status"] == "ch02: no submission" and rows["blank"]["status"] == "graded"
+    for assignment in ("ch01", "ch02"):
+        assert (out / assignment / "class.html").exists(), f"no class page for {assignment}"
+
+
+# ----------------------------------------------------------------------------- a grading worker that dies
+
+
+def _dies_the_first_time(job: tuple) -> dict:
+    sid, marker = job
+    if not Path(marker).exists():
+        Path(marker).write_text("died once")
+        os._exit(9)  # as if killed (out of memory, say): the whole process pool breaks
+    return {"sid": sid, "graded": True}
+
+
+def _dies_for_bob(job: tuple) -> dict:
+    if job[0] == "bob":
+        os._exit(9)
+    return {"sid": job[0], "graded": True}
+
+
+def test_a_grading_worker_that_dies_is_replaced_and_its_student_graded_again(tmp_path):
+    from lmbook.autograde import _run_phase1
+
+    got = _run_phase1([("ann", str(tmp_path / "marker"))], 1, False, work=_dies_the_first_time)
+    assert got == [{"sid": "ann", "graded": True}]
+
+
+def test_a_worker_that_dies_twice_is_reported_and_the_students_already_graded_are_kept(tmp_path):
+    from lmbook.autograde import _run_phase1
+
+    got = {r["sid"]: r for r in _run_phase1([("ann", ""), ("bob", "")], 1, False, work=_dies_for_bob)}
+    assert got["ann"] == {"sid": "ann", "graded": True}
+    assert "worker process failed twice" in got["bob"]["error"], got["bob"]

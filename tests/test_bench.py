@@ -42,8 +42,14 @@ def test_builtin_comparisons_and_grading_throughput_are_reported(tiny):
     assert all(e["ratio"] > 0 for e in results["builtins"].values())
     g = results["grading"]
     assert g["lmbook_grade"]["per_minute"] > 0 and g["nbgrader_autograde"]["per_minute"] > 0
-    for heading in ("## Chapter notebooks", "## Trained models", "## From scratch", "## Grading"):
+    for heading in ("## Chapter notebooks", "## Trained models", "## From scratch", "## Grading", "### Every exercise"):
         assert heading in text
+
+
+def test_an_exercise_is_graded_from_its_samples(tiny):
+    e = tiny[0]["grading_each_exercise"]["ch04"]  # --tiny grades one exercise; full runs grade every one
+    assert e["correct_full_marks"] and e["blank_zero"], e
+    assert e["submissions"] == len(e["samples"]) >= 4 and e["per_submission_s"] > 0
 
 
 def test_published_results_cover_every_chapter_the_book_has():

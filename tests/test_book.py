@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from lmbook.tasks import ASSIGNMENTS
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
@@ -35,7 +37,15 @@ def test_mathjax_and_widgets_are_served_by_the_site(site):
 
 
 CHAPTERS = re.findall(r"file: book/(ch\d\d_\w+)", (ROOT / "_toc.yml").read_text())
-EXERCISES = re.findall(r"file: exercises/(ch\d\d)/(\w+)", (ROOT / "_toc.yml").read_text())
+# The tables of contents find the exercises by folder: one per released exercise.
+EXERCISES = [(a, next((ROOT / "exercises" / a).glob("*.ipynb")).stem) for a in ASSIGNMENTS]
+
+
+@pytest.mark.parametrize(("folder", "name"), EXERCISES)
+def test_every_exercise_is_built_and_titled_by_its_heading(site, folder, name):
+    html = (site / "exercises" / folder / f"{name}.html").read_text()
+    number = int(folder[2:])
+    assert re.search(rf"<title>Exercise {number}: ", html), f"{folder}'s page is not titled 'Exercise {number}'"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
@@ -101,6 +111,7 @@ def test_instructor_edition_includes_the_solutions(instructor_site, folder, name
     html = page.read_text()
     text = re.sub(r"<[^>]+>", "", html)
     assert "BEGIN SOLUTION" in text and "BEGIN HIDDEN TESTS" in text
+    assert re.search(rf"<title>Solution {int(folder[2:])}: ", html), "a solution page should be titled 'Solution N'"
     assert (instructor_site / "book" / f"{name}.html").exists()
 
 

@@ -14,9 +14,11 @@ from check_contract import contract_tests
 import lmbook.decoding
 import lmbook.functional
 import lmbook.metrics
-from lmbook.grading import ch03
-from lmbook.grading.ch03 import CHECKS, check
-from lmbook.grading.checks import CheckFailed, case_inputs, case_problem, to_reference
+from lmbook.grading.checks import CheckFailed, case_inputs
+from lmbook.grading.compare import to_reference
+from lmbook.grading.verdict import case_problem
+from lmbook.tasks import ch03
+from lmbook.tasks.ch03 import CHECKS, check
 
 BY_TASK = {c.task: c for c in CHECKS}
 CPU = torch.device("cpu")
@@ -84,9 +86,8 @@ RIGHT = {"teacher_forcing_loss": teacher_forcing_loss, "greedy_decode": greedy_d
          "corpus_bleu": corpus_bleu}
 
 
-(test_every_task_has_a_right_answer_here, test_a_correct_but_different_answer_passes,
- test_every_known_wrong_answer_fails_and_is_named, test_each_task_knows_at_least_three_wrong_answers) = \
-    contract_tests(CHECKS, check, RIGHT)
+(test_every_task_has_a_right_answer_here,
+ test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader) = contract_tests(CHECKS, RIGHT)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 123])
@@ -233,3 +234,56 @@ def test_greedy_tokens_as_floats_or_a_list_of_tensors_are_accepted(capsys):
 def test_a_bleu_on_the_wrong_scale_is_named():
     with pytest.raises(CheckFailed, match="0-1 scale"):
         check("corpus_bleu", lambda cands, refs: corpus_bleu(cands, refs) / 100)
+
+
+# ----------------------------------------------------------------------------- the adversarial hidden cases
+
+
+def _hidden(task, words, seed):
+    c = BY_TASK[task]
+    i, case = next((i, case) for i, case in enumerate(c.hidden_cases) if words in case.name)
+    return case_inputs(case, seed, i, CPU)[0]
+
+
+@pytest.mark.parametrize("seed", [0, 5, 1234])
+def test_the_beam_cases_against_brute_force(seed):
+    """Where the beam holds every candidate the reference is the brute force; where the case says so, the best
+    output of all ends in <eos> and the beam prunes it (an exhaustive search would be marked wrong)."""
+    for words in ("holds every candidate", "3^5"):
+        log_probs, bos, eos, beam, max_len, alpha = _hidden("beam_search", words, seed)
+        assert ch03._beam_ref(log_probs.double(), bos, eos, beam, max_len, alpha)[0] == \
+            _brute_force(log_probs.double(), bos, eos, max_len, alpha)[0]
+    log_probs, bos, eos, beam, max_len, alpha = _hidden("beam_search", "pruned it", seed)
+    best = _brute_force(log_probs.double(), bos, eos, max_len, alpha)[0]
+    assert best[-1] == eos and ch03._beam_ref(log_probs.double(), bos, eos, beam, max_len, alpha)[0] != best
+
+
+@pytest.mark.parametrize("seed", [0, 5, 1234])
+def test_the_loss_cases_spread_the_rows_and_let_padding_dominate(seed):
+    logits, y, pad_id = _hidden("teacher_forcing_loss", "90 apart", seed)
+    real = y[:, 1:] != pad_id
+    maxima = logits.amax(-1)
+    assert float(maxima[real].max() - maxima[real].min()) > 70  # one max for the batch underflows some rows
+    assert float(maxima[~real].min()) > float(maxima[real].max()) + 100  # padding would dominate
+    assert math.isfinite(float(ch03._tf_loss_ref(logits, y, pad_id)))
+
+
+@pytest.mark.parametrize("seed", [0, 5, 1234])
+def test_the_bleu_cases_tell_the_shortest_reference_from_no_brevity_penalty(seed):
+    for words in ("cut short, and", "both shorter and longer"):
+        if words == "cut short, and":
+            cands, refs = _hidden("corpus_bleu", words, seed)
+        else:
+            c = BY_TASK["corpus_bleu"]
+            i = next(i for i, case in enumerate(c.cases) if words in case.name)
+            (cands, refs), _ = case_inputs(c.cases[i], seed, i, CPU)
+        c_len = sum(map(len, cands))
+        shortest = sum(min(len(r) for r in rs) for rs in refs)
+        closest = sum(sorted((abs(len(r) - len(cd)), len(r)) for r in rs)[0][1]
+                      for cd, rs in zip(cands, refs, strict=True))
+        assert c_len <= shortest < closest, words  # BP with the shortest reference: below 1, not the right one
+
+
+def test_bleu_as_a_tensor_is_not_what_the_statement_asks():
+    with pytest.raises(CheckFailed, match="expected a number"):
+        check("corpus_bleu", lambda cands, refs: torch.tensor(corpus_bleu(cands, refs)))

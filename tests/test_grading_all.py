@@ -1,12 +1,14 @@
 """Every exercise, end to end through `lmbook-grade`: the solutions earn full marks, the blank exercise 0.
 
 Exercise 1 is covered in more detail by test_autograde.py (exact per-task grades of six samples);
-this file covers the others, plus one submission per exercise with known mistakes in some tasks.
+this file covers the others, each with a submission whose last answer is left blank, and one where it does
+not parse (each loses exactly the tests of that answer's functions) and, where written below, one with known
+mistakes in some tasks.
 """
 
+import ast
 import csv
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +16,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from lmbook.grading.judge import is_test_cell, parse_test_cell
+from lmbook.tasks import ASSIGNMENTS as RELEASED
+
 ROOT = Path(__file__).resolve().parent.parent
-ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir() and p.name != "ch01")
+sys.path.insert(0, str(ROOT / "autograder"))
+from make_samples import fill, make_samples, solution_answers  # noqa: E402
+
+ASSIGNMENTS = [a for a in RELEASED if a != "ch01"]
 pytestmark = pytest.mark.slow
 
 # A student's answers with known mistakes, by assignment: {answer cell: code}, and the tasks that must score 0.
@@ -110,32 +118,18 @@ def clip_grad_norm(grads, max_norm):
 }
 
 
-def _solution_code(source: str) -> str:
-    return re.sub(r"^\s*### (BEGIN|END) SOLUTION\n", "", source + "\n", flags=re.M).rstrip("\n")
-
-
-def _submission(assignment: str, answers: dict[str, str]) -> nbformat.NotebookNode:
-    (path,) = (ROOT / "exercises" / assignment).glob("*.ipynb")
-    nb = nbformat.read(path, as_version=4)
-    for cell in nb.cells:
-        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if gid in answers:
-            cell.source = answers[gid]
-    return nb
-
-
 @pytest.fixture(scope="module", params=ASSIGNMENTS)
 def graded(request, tmp_path_factory):
     assignment = request.param
     (solution,) = (ROOT / "solutions" / assignment).glob("*.ipynb")
     source = nbformat.read(solution, as_version=4)
-    solved = {c.metadata["nbgrader"]["grade_id"]: _solution_code(c.source) for c in source.cells
-              if c.metadata.get("nbgrader", {}).get("solution")}
+    solved = solution_answers(assignment)
     tmp = tmp_path_factory.mktemp(assignment)
+    make_samples(tmp / "subs", assignment)  # correct, blank, syntax_error, last_unanswered, not_a_notebook
     wrong_answers, zero_cells = WRONG.get(assignment, ({}, set()))
-    for student, answers in {"complete": solved, "blank": {}, "wrong": {**solved, **wrong_answers}}.items():
-        (tmp / "subs" / student).mkdir(parents=True)
-        nbformat.write(_submission(assignment, answers), tmp / "subs" / student / solution.name)
+    if wrong_answers:
+        (tmp / "subs" / "wrong").mkdir()
+        nbformat.write(fill({**solved, **wrong_answers}, assignment), tmp / "subs" / "wrong" / solution.name)
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     r = subprocess.run([sys.executable, "-m", "lmbook.autograde", str(tmp / "subs"), "--out", str(tmp / "out"),
@@ -146,11 +140,16 @@ def graded(request, tmp_path_factory):
         rows = {row["student"]: row for row in csv.DictReader(f)}
     cells = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in source.cells
              if c.metadata.get("nbgrader", {}).get("grade")}
-    return {"rows": rows, "cells": cells, "zero": zero_cells, "out": tmp / "out", "assignment": assignment}
+    last = list(solved)[-1]  # make_samples leaves the last answer unwritten, or breaks it
+    defined = {node.name for node in ast.walk(ast.parse(solved[last])) if isinstance(node, ast.FunctionDef)}
+    unanswered = {c.metadata["nbgrader"]["grade_id"] for c in source.cells if is_test_cell(c)
+                  and any(call.fn in defined for call in parse_test_cell(c.source))}
+    return {"rows": rows, "cells": cells, "zero": zero_cells, "out": tmp / "out", "assignment": assignment,
+            "unanswered": unanswered}
 
 
 def test_the_solutions_earn_full_marks(graded):
-    row = graded["rows"]["complete"]
+    row = graded["rows"]["correct"]
     assert float(row["total"]) == float(row["max"]) == sum(graded["cells"].values()), row
 
 
@@ -158,6 +157,24 @@ def test_the_unmodified_exercise_scores_zero(graded):
     row = graded["rows"]["blank"]
     assert float(row["total"]) == 0, row
     assert row["status"] == "graded", row
+
+
+def test_an_unanswered_task_loses_exactly_the_points_of_its_tests(graded):
+    assert graded["unanswered"], "the last answer cell's functions are checked by no test cell"
+    expected = sum(p for gid, p in graded["cells"].items() if gid not in graded["unanswered"])
+    row = graded["rows"]["last_unanswered"]
+    assert float(row["total"]) == expected, row
+
+
+def test_a_syntax_error_costs_only_the_tasks_of_its_cell(graded):
+    expected = sum(p for gid, p in graded["cells"].items() if gid not in graded["unanswered"])
+    row = graded["rows"]["syntax_error"]
+    assert (float(row["total"]), row["status"]) == (expected, "graded"), row
+
+
+def test_a_file_that_is_not_a_notebook_is_reported_with_zero(graded):
+    row = graded["rows"]["not_a_notebook"]
+    assert row["status"].startswith("unreadable notebook") and float(row["total"]) == 0, row
 
 
 # What the wrong submission's feedback must say, by assignment (its mistakes named in the student's terms).

@@ -238,13 +238,15 @@ def test_an_interrupted_batch_resumes_without_regrading_finished_students(tmp_pa
                             env=_env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     cache = out / "course" / "lmbook_cache"
-    deadline = time.time() + 240
-    while time.time() < deadline and len(list(cache.glob("*.json")) if cache.exists() else []) < 1:
-        time.sleep(0.2)
+    # Killed when the first result is stored, however slow the machine: no deadline. With one worker the
+    # next student is then mid-run (a sandbox start and a torch import take far longer than one poll).
+    while proc.poll() is None and not (cache.is_dir() and any(cache.glob("*.json"))):
+        time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)  # kill the grader and its workers mid-batch
     proc.wait()
-    done = len(list(cache.glob("*.json")))
-    assert 1 <= done < len(keep), "the batch was not interrupted half way"
+    done = len(list(cache.glob("*.json"))) if cache.is_dir() else 0
+    assert done >= 1, "the grader stopped before storing any result"
+    assert done < len(keep), f"{done} of {len(keep)} results were stored: the batch was not interrupted half way"
     r = _grade(subs, out)
     assert r.returncode == 0, r.stderr[-2000:]
     m = re.search(r"\((\d+) results reused", r.stdout)

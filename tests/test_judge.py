@@ -60,7 +60,7 @@ for step in json.load(open(job + "/job.json"))["steps"]:
     for probe in step.get("probes", []):
         for case in probe.get("cases", []) if probe["task"] == "log_softmax" else []:
             x = torch.from_numpy(np.load(job + "/" + case["args"][0]["tensor"]))
-            dim = case["kwargs"]["dim"]["value"] if "dim" in case["kwargs"] else -1
+            dim = case["kwargs"]["dim"]["number"] if "dim" in case["kwargs"] else -1
             np.save(out + "/" + case["id"] + ".npy", torch.log_softmax(x, dim).numpy())
 '''
 
@@ -89,3 +89,74 @@ def test_outputs_rewritten_after_their_test_cell_do_not_count(monkeypatch):
     assert not any(o.get("output_type") == "error" for o in graded.outputs[forged]), graded.outputs[forged]
     verdicts = {nb.cells[i].metadata["nbgrader"]["grade_id"]: v for i, v in graded.verdicts.items()}
     assert not verdicts["test_log_softmax"].passed and not verdicts["hidden_log_softmax"].passed
+
+
+# ----------------------------------------------------------------------------- the results cache
+
+
+def _label(cell) -> str:
+    return cell.metadata.get("nbgrader", {}).get("grade_id") or cell.source[:60]
+
+
+@pytest.mark.parametrize("first", ["plain", "with_a_markdown_cell"])
+def test_a_cached_result_lands_on_the_same_cells_in_a_notebook_that_differs_by_a_markdown_cell(tmp_path, first):
+    import copy
+    import sys
+    from pathlib import Path
+
+    import nbformat
+
+    from lmbook.grading.judge import Graded, is_test_cell
+    from lmbook.grading.nbgrader_plugin import load_cached, notebook_key, store
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "autograder"))
+    from make_samples import fill, solution_answers
+
+    plain = fill(solution_answers())
+    noted = copy.deepcopy(plain)
+    noted.cells.insert(1, nbformat.v4.new_markdown_cell("My notes on the exercise."))
+    graded_nb, cached_nb = (plain, noted) if first == "plain" else (noted, plain)
+    key = notebook_key(graded_nb)
+    assert notebook_key(cached_nb) == key  # same code cells: one shares the other's cached result
+    code = [i for i, c in enumerate(graded_nb.cells) if c.cell_type == "code"]
+    # each cell's result names the cell it belongs to; every other test fails
+    graded = Graded(outputs={i: [{"output_type": "stream", "name": "stdout", "text": _label(graded_nb.cells[i])}]
+                             for i in code},
+                    verdicts={i: Verdict(n % 2 == 0, [_label(graded_nb.cells[i])])
+                              for n, i in enumerate(i for i in code if is_test_cell(graded_nb.cells[i]))})
+    passed = {_label(graded_nb.cells[i]): v.passed for i, v in graded.verdicts.items()}
+    store(tmp_path, key, graded, graded_nb)
+    cached = load_cached(tmp_path, key, cached_nb)
+    assert cached is not None
+    for i, cell in enumerate(cached_nb.cells):
+        if cell.cell_type != "code":
+            assert i not in cached.outputs, f"markdown cell {i} got a code cell's outputs"
+            continue
+        assert cached.outputs[i][0]["text"] == _label(cell), f"cell {i} got another cell's outputs"
+        if is_test_cell(cell):
+            assert cached.verdicts[i].lines == [_label(cell)], f"test cell {i} ({_label(cell)}) got another's verdict"
+            assert cached.verdicts[i].passed == passed[_label(cell)], f"test cell {i} got another's grade"
+
+
+def test_a_cell_the_analysis_cannot_read_is_not_run(tmp_path):
+    # `<>` is valid only after `from __future__ import barry_as_FLUFL`: were the kernel to read Python
+    # differently from the analysis, this is where unchecked code would hide; it never reaches the sandbox
+    import importlib
+    import sys
+    from pathlib import Path
+
+    import nbformat
+
+    from lmbook.grading import static
+    from lmbook.grading.judge import _plan, checks_module, is_test_cell, student_cells
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "autograder"))
+    from make_samples import fill, solution_answers
+
+    nb = fill(solution_answers())
+    nb.cells = [c for c in nb.cells if not is_test_cell(c)]  # the student's cells are what is at stake
+    hidden = "assert 1 <> 2\nfrom torch.nn.functional import log_softmax"
+    nb.cells.insert(3, nbformat.v4.new_code_cell(hidden))
+    unreadable = static.unreadable_cells(student_cells(nb))
+    assert list(unreadable) == [3]
+    plan = _plan(nb, importlib.import_module(checks_module(nb)).check, tmp_path, 10.0, unreadable)
+    assert 3 not in plan.cells and all(s.get("source") != hidden for s in plan.steps)
+    assert len(plan.cells) == sum(c.cell_type == "code" for c in nb.cells) - 1  # every other cell runs

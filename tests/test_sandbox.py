@@ -146,3 +146,123 @@ def test_without_the_sandbox_student_files_go_to_a_scratch_folder(tmp_path):
                         use_sandbox=False)
     assert _text(outs[0]).startswith(str(tmp_path / "home"))
     assert (tmp_path / "home" / "x.txt").exists() and result.killed is None
+
+
+# --- Nothing in the sandbox can be made writable: not by root's grader, not by a normal user's ---------------
+# Each attack creates a file in a read-only folder: by a plain write, else after remounting the folder's bind
+# read-write, else from a new user namespace (which holds every capability) after remounting it there.
+# The proof is on the host: the file never appears.
+
+_NESTED = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+folder, target = sys.argv[1:]
+uid, gid = os.getuid(), os.getgid()
+if libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS
+    raise SystemExit("unshare: " + os.strerror(ctypes.get_errno()))
+open("/proc/self/setgroups", "w").write("deny")
+open("/proc/self/uid_map", "w").write(f"0 {uid} 1")
+open("/proc/self/gid_map", "w").write(f"0 {gid} 1")
+if libc.mount(b"none", folder.encode(), None, 32 | 4096, None) != 0:
+    print("remount:", os.strerror(ctypes.get_errno()))
+open(target, "x").write("forged")
+print("WROTE")
+"""
+_ATTACK = f"""
+import ctypes, os, subprocess, sys
+NESTED = {_NESTED!r}
+libc = ctypes.CDLL(None, use_errno=True)
+def write(target):
+    try:
+        open(target, "x").write("forged")
+        return "WROTE"
+    except OSError as e:
+        return f"write refused: {{e}}"
+def attack(folder, target):
+    tried = [write(target)]
+    if libc.mount(b"none", folder.encode(), None, 32 | 4096, None) != 0:  # MS_REMOUNT | MS_BIND: read-write
+        tried.append("remount refused: " + os.strerror(ctypes.get_errno()))
+    tried.append(write(target))
+    # unshare(CLONE_NEWUSER) needs a single-threaded process: a child
+    nested = subprocess.run([sys.executable, "-c", NESTED, folder, target], capture_output=True, text=True)
+    return tried + ["nested: " + (nested.stdout + nested.stderr).strip().splitlines()[-1]]
+"""
+
+_MOUNT_COMMAND = """
+import subprocess
+print(subprocess.run(["mount", "-o", "remount,rw,bind", {folder!r}], capture_output=True, text=True))
+print(write({target!r}))
+"""
+
+# attack: (the folder it writes into, its cell's code given that folder and the file to create)
+ATTACKS = {
+    "remount_the_sources_with_the_mount_command": ("sources", _MOUNT_COMMAND.format),
+    "remount_the_sources_with_mount_syscalls": ("sources", "print(attack({folder!r}, {target!r}))".format),
+    "write_to_the_lmbook_package": ("package", "print(attack({folder!r}, {target!r}))".format),
+    "write_to_the_job_folder": ("job", "print(attack({folder!r}, {target!r}))".format),
+    "write_to_site_packages": ("site", "print(attack({folder!r}, {target!r}))".format),
+    "write_to_the_virtualenv": ("venv", "print(attack({folder!r}, {target!r}))".format),
+}
+
+_GRADE_ATTACKS = """
+import json, sys
+from pathlib import Path
+from lmbook.grading import sandbox
+tmp, cells = Path(sys.argv[1]), json.loads(sys.argv[2])
+job, out = tmp / "job", tmp / "out"
+steps = [{"kind": "code", "source": c, "timeout": 60} for c in cells]
+(job / "job.json").write_text(json.dumps({"checks_module": None, "steps": steps}))
+result = sandbox.run(job, out, [60] * len(cells))
+print(json.dumps([(result.step_end(i) or {}).get("outputs") for i in range(len(cells))]))
+"""
+
+
+def _grader_as(user: str) -> list[str]:
+    """The command prefix that runs the grader as root or as a normal user (who owns the checkout)."""
+    if user == "root":
+        if os.geteuid() != 0:
+            pytest.skip("the tests do not run as root")
+        return []
+    if os.geteuid() != 0:
+        return []
+    # As root, a user namespace stands in for a normal user: uid 1000 and no capability, yet owner of
+    # everything root owns (Python under /root, the checkout), as an instructor owns their own clone.
+    return ["bwrap", "--dev-bind", "/", "/", "--unshare-user", "--uid", "1000", "--gid", "1000", "--"]
+
+
+@pytest.fixture(scope="module", params=["root", "non-root"])
+def attacks(request, tmp_path_factory):
+    """Every attack, each in its own cell of one sandboxed run; yields {attack: (target, cell output)}."""
+    import subprocess
+    import sys
+    import sysconfig
+    import uuid
+
+    import lmbook
+    prefix = _grader_as(request.param)
+    tmp = tmp_path_factory.mktemp(f"attacks-{request.param}")
+    (tmp / "job").mkdir()
+    (tmp / "out").mkdir()
+    package = Path(lmbook.__file__).resolve().parent
+    dirs = {"sources": package.parent, "package": package, "job": tmp / "job",
+            "site": Path(sysconfig.get_paths()["purelib"]), "venv": Path(sys.prefix)}
+    targets, cells = {}, []
+    for name, (where, cell) in ATTACKS.items():
+        targets[name] = dirs[where] / f"lmbook-attack-{uuid.uuid4().hex}"
+        cells.append(_ATTACK + cell(folder=str(dirs[where]), target=str(targets[name])) + "\nprint('ATTEMPTED')")
+    try:
+        r = subprocess.run([*prefix, sys.executable, "-c", _GRADE_ATTACKS, str(tmp), json.dumps(cells)],
+                           capture_output=True, text=True, cwd=tmp)
+        assert r.returncode == 0, r.stderr[-3000:]
+        outputs = json.loads(r.stdout.splitlines()[-1])
+        yield {name: (targets[name], _text(outputs[i])) for i, name in enumerate(ATTACKS)}
+    finally:
+        for target in targets.values():  # a sandbox that failed must not leave its file in the checkout
+            target.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_nothing_outside_the_output_folder_can_be_made_writable(attacks, attack):
+    target, output = attacks[attack]
+    assert "ATTEMPTED" in output, f"the attack did not run to its end: {output}"
+    assert not target.exists(), f"student code created {target}; what it printed: {output}"

@@ -1,4 +1,5 @@
-"""lmbook.seq2seq checked against independent computations: torch's own loss, unrolled steps, lmbook.decoding."""
+"""lmbook.seq2seq and its training loop (lmbook.seq2seq_train) checked against independent computations:
+torch's own loss, unrolled steps, lmbook.decoding."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 
 from lmbook.attention import attend
 from lmbook.decoding import beam_search, greedy_decode
+from lmbook.metrics import exact_match, scores_by_length
 from lmbook.seq2seq import (
     BOS,
     EOS,
@@ -17,14 +19,10 @@ from lmbook.seq2seq import (
     SCORES,
     AttentionDecoder,
     Seq2Seq,
-    encode_pairs,
-    exact_match,
-    fit,
-    length_bucketed_batches,
     masked_cross_entropy,
-    scores_by_length,
     translate,
 )
+from lmbook.seq2seq_train import encode_pairs, fit, length_bucketed_batches
 from lmbook.translation import sample_pairs, to_batch, vocabularies
 
 SRC_V, TGT_V = 11, 9

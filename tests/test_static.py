@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lmbook.grading.ch01 import CROSS_ENTROPY, FFNN_FORWARD, LOG_SOFTMAX, TRAIN_LM
-from lmbook.grading.static import find_forbidden_use, find_tampering
+from lmbook.grading.static import find_forbidden_use, find_tampering, unreadable_cells
+from lmbook.tasks.ch01 import CROSS_ENTROPY, FFNN_FORWARD, LOG_SOFTMAX, TRAIN_LM
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "autograder"))
@@ -16,7 +16,7 @@ from make_samples import solution_answers  # noqa: E402
 
 SETUP = ("import math\nimport torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
          "from lmbook import get_device, seed_everything\nfrom lmbook.corpus import load_corpus, make_windows\n"
-         "from lmbook.grading.ch01 import check\ndevice = get_device()")
+         "from lmbook.tasks.ch01 import check\ndevice = get_device()")
 
 
 def cells(*sources: str) -> list[tuple[int, str]]:
@@ -35,9 +35,34 @@ def test_the_solution_and_its_setup_are_not_suspicious():
     "        setattr(self, 'w', nn.Linear(2, 2))",
     "import sys\nprint(sys.version)",
     "model = nn.Linear(2, 2)\nmodel.weight.data = torch.zeros(2, 2)",
+    # what honest students write, that a grader reading names rather than uses would flag
+    'def embed(ids):\n    """Look the ids up; the book saves the table as `embeddings.npy`."""\n    return ids',
+    '"""Weights come from weights.npy and /proc is never read."""\nx = 1',
+    "x = 1  # unlike np.load('c1_0_a0.npy') or open('/proc/self/status'), this is fine",
+    "print('The grader writes its inputs as .npy files.')",
+    "import sys\nsys.path.insert(0, '..')",
+    "import sys\nsys.path.append('../src')",
+    "import os\nimport sys\nsys.path.insert(0, os.path.abspath(os.path.join('..', 'src')))",
+    "import os\nname = os.path.join('data', 'corpus.txt')\nstem, ext = os.path.splitext(os.path.basename(name))",
+    "from os.path import join\np = join('a', 'b')",
+    "from os import path\np = path.join('a', 'b')",
+    "%matplotlib inline",
+    "from __future__ import annotations\ndef f(x: Tensor) -> Tensor:\n    return x",
+    "torch.log_softmax?",
+    "%precision 3",
 ])
 def test_honest_code_is_not_flagged(code):
     assert find_tampering(cells(code)) == []
+
+
+def test_an_honest_notebook_with_all_of_those_is_clean_and_keeps_its_answers():
+    honest = ['"""Notes: the book keeps its tables in .npy files (embeddings.npy)."""',
+              "%matplotlib inline\nimport os\nimport sys\nsys.path.insert(0, '..')\n"
+              "print(os.path.join('results', 'run1'))  # not /proc, not lmbook-grade",
+              *solution_answers().values()]
+    assert find_tampering(cells(*honest)) == []
+    assert unreadable_cells(cells(*honest)) == {}
+    assert find_forbidden_use(cells(*honest), "log_softmax", LOG_SOFTMAX) is None
 
 
 @pytest.mark.parametrize("code, reason", [
@@ -68,6 +93,35 @@ def test_honest_code_is_not_flagged(code):
     ("import numpy as np\nx = np.load('/tmp/x')", "reads or writes files"),
     ("torch.save(torch.zeros(1), 'out.pt')", "reads or writes files"),
     ("path = '/proc/self/cmdline'", "process table"),
+    ("out = '/tmp/lmbook-grade-x/out/c4_0_0.npy'", "grader's files"),
+    ("name = f'{out}/c4_0_0.npy'", "grader's files"),
+    # magics whose argument is code, or that reach files or processes
+    ("%time x = open('/etc/passwd').read()", "`%time` runs the code"),
+    ("%%time\nimport os\nos.system('ls')", "`%%time` runs the code"),
+    ("%timeit log_softmax(torch.zeros(3))", "`%timeit` runs the code"),
+    ("%%capture out\nprint(1)", "`%%capture`"),
+    ("%config InlineBackend.figure_format = 'svg'", "`%config`"),
+    ("%run helper.py", "`%run`"),
+    ("%env SECRET=1", "`%env`"),
+    ("%%writefile helper.py\nprint(1)", "`%%writefile`"),
+    ("%load helper.py", "`%load`"),
+    ("%sx cat /etc/passwd", "`%sx`"),
+    ("files = !ls", "getoutput"),
+    ("%%bash\nls", "`%%bash`"),
+    ("%load_ext autoreload", "`%load_ext`"),
+    ("%matplotlib module://helper", "`%matplotlib`"),
+    ("%matplotlib {exec('1')}", "`%matplotlib`"),
+    ("get_ipython().run_line_magic('time', 'x = 1')", "`%time`"),
+    # os beyond its path functions, and sys.path beyond a fixed folder
+    ("import os\nos.system('ls')", "imports `os`"),
+    ("import os\nsh = os\nsh.system('ls')", "reaches `os`"),
+    ("import os\nos.path.os.system('ls')", "reaches `os`"),
+    ("import os.path as osp\nosp.os.listdir('.')", "reaches `os.path`"),
+    ("from os import listdir", "imports `os.listdir`"),
+    ("from os.path import os as o", "imports `os.path.os`"),
+    ("import sys\nsys.path.insert(0, input())", "sys.path"),
+    ("import sys\nsys.path[0] = '/home/student'", "sys.path"),
+    ("import sys\np = sys.path\np.clear()", "sys.path"),
 ])
 def test_tampering_is_found_with_its_evidence(code, reason):
     findings = find_tampering(cells(code))
@@ -78,6 +132,31 @@ def test_tampering_is_found_with_its_evidence(code, reason):
 
 def test_syntax_errors_are_not_tampering():
     assert find_tampering(cells("def f(:\n    pass")) == []
+
+
+def test_a_cell_the_analysis_cannot_read_is_reported_with_why():
+    nb = cells("x = 1", "def f(:\n    pass")
+    assert list(unreadable_cells(nb)) == [2], unreadable_cells(nb)
+    assert "SyntaxError" in unreadable_cells(nb)[2] and "line 1" in unreadable_cells(nb)[2]
+
+
+def test_a_future_import_that_changes_the_syntax_of_later_cells_does_not_hide_them():
+    # IPython keeps __future__ features for later cells: there `1 <> 2` is valid, and the kernel runs the cell
+    nb = cells("from __future__ import barry_as_FLUFL", "assert 1 <> 2\nexec('import os')")
+    assert unreadable_cells(nb) == {}
+    assert any("exec" in str(f) for f in find_tampering(nb)), find_tampering(nb)
+
+
+def test_a_future_import_late_in_a_cell_counts_too():
+    # IPython compiles a cell statement by statement, so a __future__ import need not come first
+    nb = cells("x = 1\nfrom __future__ import barry_as_FLUFL", "assert 1 <> 2\nexec('import os')")
+    assert any("exec" in str(f) for f in find_tampering(nb)), find_tampering(nb)
+
+
+def test_the_ready_made_answer_is_found_in_a_cell_only_a_future_import_makes_valid():
+    nb = cells("from __future__ import barry_as_FLUFL",
+               "assert 1 <> 2\nfrom torch.nn.functional import log_softmax")
+    assert find_forbidden_use(nb, "log_softmax", LOG_SOFTMAX) is not None
 
 
 # ----------------------------------------------------------------------------- the ready-made answer

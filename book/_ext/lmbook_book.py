@@ -3,9 +3,15 @@
 sphinx-thebe registers its inline configuration script once per read phase, and Jupyter Book
 ends up with two, which redeclares a `const` and logs a console error on every page: each page's
 scripts are de-duplicated here.
+
+The tables of contents find the exercises and solutions by folder, and a page is titled by its first
+heading: a solution notebook (generated from the same source as its exercise) says "Exercise N", which
+becomes "Solution N" in the instructor's edition.
 """
 
 from __future__ import annotations
+
+from docutils import nodes
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
@@ -20,6 +26,18 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
     context["script_files"] = unique
 
 
+def _title_solutions(app, doctree) -> None:
+    if not app.env.docname.startswith("solutions/"):
+        return
+    title = next(iter(doctree.findall(nodes.title)), None)
+    if title is not None and title.astext().startswith("Exercise "):
+        text = title.children[0]
+        if isinstance(text, nodes.Text):
+            title.replace(text, nodes.Text("Solution " + str(text)[len("Exercise "):]))
+
+
 def setup(app):
     app.connect("html-page-context", _dedupe_scripts)
+    # before Sphinx records the page's title for the table of contents (its collector runs at 500)
+    app.connect("doctree-read", _title_solutions, priority=100)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

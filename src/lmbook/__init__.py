@@ -3,16 +3,27 @@
 - ``lmbook.device``: device choice (cuda, mps, cpu; ``LMBOOK_DEVICE``) and seeding
 - ``lmbook.corpus``: the toy-English corpus with a known best perplexity
 - ``lmbook.functional``: log-softmax, cross-entropy, perplexity
+- ``lmbook.ngram``: n-gram language models with add-k smoothing
 - ``lmbook.ffnn``: the feedforward (Bengio) language model
 - ``lmbook.word2vec``: skip-gram with negative sampling
 - ``lmbook.train``: the training loop and its loss history
 - ``lmbook.plot``: figures, and interactive figures that work without a kernel
+- ``lmbook.expected``: the "expected result" boxes, from the published benchmarks
 - ``lmbook.rnn``: RNN, LSTM and GRU cells from their equations, unrolling, pooling, clipping
 - ``lmbook.decoding``: temperature, top-k and top-p sampling; greedy decoding and beam search
-- ``lmbook.metrics``: corpus BLEU (agrees with sacrebleu)
+- ``lmbook.generate``: generation from a recurrent LM, one step per token
+- ``lmbook.metrics``: corpus BLEU (agrees with sacrebleu), exact match, both by source length
 - ``lmbook.translation``: the English → Tarn (SOV) translation task, generated offline
 - ``lmbook.attention``: dot, scaled, multiplicative and additive attention over a padded batch
-- ``lmbook.grading``: declarative checks used by the exercises and the autograder
+- ``lmbook.seq2seq``: encoder–decoder translators with and without attention; ``lmbook.seq2seq_train`` trains them
+- ``lmbook.self_attention``: scaled dot-product self-attention, causal and padding masks
+- ``lmbook.multihead``: multi-head attention (equal to ``torch.nn.MultiheadAttention`` given its weights)
+- ``lmbook.causal_lm``: a small causal self-attention language model and its training (chapter 5)
+- ``lmbook.agreement``: subject-verb agreement by distance, for any language model's predictions
+- ``lmbook.profiling``: the memory a computation allocates, tensor by tensor
+- ``lmbook.publish``: hands a chapter's computed numbers to the prose that quotes them
+- ``lmbook.grading``: the grading engine (declarative checks, sandboxed autograder); it knows no exercise
+- ``lmbook.tasks``: each exercise's graded tasks, one module per exercise, and the list of released exercises
 """
 
 from .device import default_seed, get_device, seed_everything

@@ -20,7 +20,8 @@ with c the total candidate length and r the effective reference length: for
 each sentence the reference length closest to the candidate's, ties broken
 towards the shorter reference. These conventions (and the 0-100 scale, with no
 smoothing) match ``sacrebleu.corpus_bleu(..., tokenize="none", smooth_method="none")``.
-Inputs are already tokenised: each sentence is a list of tokens.
+Inputs are already tokenised: each sentence is a list of tokens. Exact match, and both scores by source
+length (the bottleneck experiments of chapters 3 and 4), are here too.
 """
 
 from __future__ import annotations
@@ -97,3 +98,23 @@ def corpus_bleu(candidates: Sequence[Tokens], references: Sequence[Sequence[Toke
         return 0.0
     log_p = sum(math.log(m / t) for m, t in zip(matches, totals, strict=True)) / max_n
     return 100 * brevity_penalty(c, r) * math.exp(log_p)
+
+
+def exact_match(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> float:
+    """Fraction of outputs identical to their reference."""
+    return sum(list(h) == list(r) for h, r in zip(hypotheses, references, strict=True)) / len(references)
+
+
+def scores_by_length(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]],
+                     src_lengths: Sequence[int], buckets: Sequence[tuple[int, int]]) -> dict[str, list[float]]:
+    """Exact match and corpus BLEU of the sentences whose source length lies in each (lo, hi) bucket
+    (``n``: how many sentences each bucket holds)."""
+    out: dict[str, list[float]] = {"exact": [], "bleu": [], "n": []}
+    for lo, hi in buckets:
+        idx = [i for i, n in enumerate(src_lengths) if lo <= n <= hi]
+        hyps, refs = [hypotheses[i] for i in idx], [references[i] for i in idx]
+        out["exact"].append(exact_match(hyps, refs))
+        out["bleu"].append(corpus_bleu(hyps, [[r] for r in refs]))
+        out["n"].append(len(idx))
+    return out
+

@@ -10,7 +10,7 @@ with a message in the student's terms, never a bare ``AssertionError``.
 from __future__ import annotations
 
 import dis
-import math
+import functools
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import torch
 
 from ..device import get_device
+from . import values
+from .verdict import Outcome, decide, forbidden_message, not_implemented
 
 Inputs = tuple[tuple, dict]
 
@@ -59,6 +61,9 @@ class Check:
     forbidden: Sequence[object] = ()
     forbidden_attrs: Sequence[str] = ()
     forbidden_modules: Sequence[str] = ()
+    # What the statement also specifies of the result: no gradient tracking; the inputs' floating dtype.
+    no_grad: bool = False
+    keep_dtype: bool = False
     run: Callable | None = None  # custom runner (e.g. a training task); default: call and compare
     # A training task, graded outside the student's kernel: the kernel calls the answer on
     # ``train_args()`` and the model it returns on ``eval_set(hidden, seed).contexts``; then
@@ -78,87 +83,6 @@ class CheckFailed(Exception):
         return [f"\x1b[31m✗ {line}\x1b[0m" if i == 0 else line for i, line in enumerate(str(self).splitlines())]
 
 
-# ----------------------------------------------------------------------------- comparisons
-
-
-def to_reference(x):
-    """Move a result to CPU float64 so references and answers are compared on equal terms."""
-    if isinstance(x, torch.Tensor):
-        x = x.detach().cpu()
-        return x.double() if x.is_floating_point() else x
-    if isinstance(x, tuple | list):
-        return type(x)(to_reference(v) for v in x)
-    return x
-
-
-def describe_tensor_mismatch(out, ref: torch.Tensor, *, rtol: float = 1e-4, atol: float = 1e-5,
-                             dim: int | None = -1) -> str | None:
-    """None if ``out`` matches ``ref``; otherwise the first thing a student should fix."""
-    if not isinstance(out, torch.Tensor):
-        return f"returned a {type(out).__name__}, expected a torch.Tensor"
-    if tuple(out.shape) != tuple(ref.shape):
-        return f"returned shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
-    out = to_reference(out)
-    if not out.is_floating_point():
-        return f"returned dtype {out.dtype}, expected floating point values"
-    bad = ~torch.isfinite(out) & torch.isfinite(ref)
-    if bad.any():
-        return (f"returned {int(bad.sum())} NaN/inf value(s) where the answer is finite "
-                "(exp of a large number overflows to inf in float32, of a very negative one underflows to 0)")
-    if torch.allclose(out, ref, rtol=rtol, atol=atol, equal_nan=True):
-        return None
-    diff = out - ref
-    if ref.dim() > 0 and dim is not None and ref.shape[dim] > 1:
-        spread = diff.amax(dim=dim) - diff.amin(dim=dim)
-        if (spread.abs() <= atol + rtol * ref.abs().amax()).all():
-            return ("off by a constant along the last dimension: every entry is shifted by the same amount "
-                    f"(e.g. {float(diff.flatten()[0]):.4g}); a normalising term is missing or wrong")
-    worst = int(diff.abs().flatten().argmax())
-    idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), ref.shape)) if ref.dim() else ()
-    return (f"values differ: at index {idx} you returned {float(out.flatten()[worst]):.6g}, "
-            f"expected {float(ref.flatten()[worst]):.6g}")
-
-
-def describe_value(x) -> str:
-    """What a student returned, in a few words: 'a tensor of shape (2, 3)', 'a list'."""
-    if isinstance(x, torch.Tensor):
-        return f"a tensor of shape {tuple(x.shape)}"
-    return f"a {type(x).__name__}"
-
-
-def compare_parts(*names: str, rtol: float = 1e-4, atol: float = 1e-5, order: Sequence[int] | None = None):
-    """A comparison for a tuple of tensors, naming the first part that differs.
-
-    ``order``: the indices in the order to look at them (the order they are computed in, so the part
-    named is the first stage that went wrong, not a later one that inherits the error).
-    """
-    def compare(out, ref) -> str | None:
-        if not isinstance(out, tuple | list) or len(out) != len(names):
-            return f"returned {describe_value(out)}, expected a tuple ({', '.join(names)})"
-        for i in order or range(len(names)):
-            problem = describe_tensor_mismatch(out[i], ref[i], rtol=rtol, atol=atol, dim=None)
-            if problem:
-                return f"{names[i]}: {problem}"
-        return None
-    return compare
-
-
-def describe_scalar_mismatch(out, ref, *, rtol: float = 1e-4, atol: float = 1e-6) -> str | None:
-    """Compare a scalar answer (a Python number or a 0-d tensor)."""
-    if isinstance(out, torch.Tensor):
-        if out.numel() != 1:
-            return f"returned a tensor of shape {tuple(out.shape)}, expected a single number (a scalar)"
-        out = out.detach().cpu().item()
-    if not isinstance(out, int | float):
-        return f"returned a {type(out).__name__}, expected a number"
-    ref = float(ref)
-    if not math.isfinite(out) and math.isfinite(ref):
-        return f"returned {out}, expected a finite number near {ref:.6g} (an overflow or log(0))"
-    if math.isclose(out, ref, rel_tol=rtol, abs_tol=atol):
-        return None
-    return f"returned {out:.6g}, expected {ref:.6g}"
-
-
 # ----------------------------------------------------------------------------- using the answer
 
 
@@ -169,8 +93,30 @@ def _code_objects(code: types.CodeType):
             yield from _code_objects(const)
 
 
+def _unwrap(obj):
+    """What a decorated function or a partial really runs (``@torch.no_grad()`` keeps it in ``__wrapped__``)."""
+    for _ in range(20):
+        inner = obj.func if isinstance(obj, functools.partial) else getattr(obj, "__wrapped__", None)
+        if inner is None or inner is obj:
+            break
+        obj = inner
+    return obj
+
+
+def _captured(fn: types.FunctionType) -> list:
+    """The objects a function holds besides its code: default arguments and closure cells."""
+    held = list(fn.__defaults__ or ()) + list((fn.__kwdefaults__ or {}).values())
+    for cell in fn.__closure__ or ():
+        try:
+            held.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            pass
+    return held
+
+
 def _functions_of(obj) -> list[types.FunctionType]:
     """The Python functions that make up ``obj``: itself, or a class's (or instance's) methods."""
+    obj = _unwrap(obj)
     if isinstance(obj, types.MethodType):
         obj = obj.__func__
     if isinstance(obj, types.FunctionType):
@@ -181,15 +127,25 @@ def _functions_of(obj) -> list[types.FunctionType]:
             for f in vars(c).values() if isinstance(f, types.FunctionType)]
 
 
+# The grader's own code (the engine, and the tasks' references and mutants) is never an answer.
+GRADER_MODULES = ("lmbook.grading", "lmbook.tasks")
+
+
+def _in_modules(module: str, modules: Sequence[str]) -> bool:
+    return any(module == m or module.startswith(m + ".") for m in modules)
+
+
 def _is_lmbook_or_banned(obj, check: Check) -> bool:
     if any(obj is f for f in check.forbidden):
         return True
     module = getattr(obj, "__module__", None) or ""
-    return any(module == m or module.startswith(m + ".") for m in check.forbidden_modules)
+    return _in_modules(module, (*GRADER_MODULES, *check.forbidden_modules))
 
 
 def find_forbidden_use(answer, check: Check) -> str | None:
-    """Name the forbidden object an answer is, or calls, if any (following the student's own helpers)."""
+    """Name the forbidden object an answer is, or calls, if any (following the student's own helpers, and what
+    their functions hold: decorators' wrapped functions, default arguments, closures)."""
+    answer = _unwrap(answer)
     if _is_lmbook_or_banned(answer, check):
         return f"`{getattr(answer, '__qualname__', answer)}` is the ready-made implementation, not yours"
     module = getattr(answer, "__module__", None) or ""
@@ -202,6 +158,11 @@ def find_forbidden_use(answer, check: Check) -> str | None:
         if id(fn.__code__) in seen:
             continue
         seen.add(id(fn.__code__))
+        for obj in map(_unwrap, _captured(fn)):
+            if _is_lmbook_or_banned(obj, check):
+                return f"holds `{getattr(obj, '__qualname__', obj)}`, the ready-made answer"
+            if isinstance(obj, types.FunctionType | type) and getattr(obj, "__module__", "") == "__main__":
+                todo.extend(_functions_of(obj))
         for code in _code_objects(fn.__code__):
             for ins in dis.get_instructions(code):
                 if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and ins.argval in check.forbidden_attrs:
@@ -214,73 +175,13 @@ def find_forbidden_use(answer, check: Check) -> str | None:
                         return f"uses `{ins.argval}` ({getattr(obj, '__module__', '')}), the ready-made answer"
                     if isinstance(obj, types.FunctionType | type) and getattr(obj, "__module__", "") == "__main__":
                         todo.extend(_functions_of(obj))  # a helper of the student's: look inside it too
-                    if isinstance(obj, types.ModuleType) and any(
-                            obj.__name__ == m or obj.__name__.startswith(m + ".") for m in check.forbidden_modules):
+                    if isinstance(obj, types.ModuleType) and _in_modules(
+                            obj.__name__, (*GRADER_MODULES, *check.forbidden_modules)):
                         return f"uses the module `{obj.__name__}`, which contains the ready-made answer"
     return None
 
 
 # ----------------------------------------------------------------------------- running
-
-
-def _clone(x):
-    if isinstance(x, torch.Tensor):
-        return x.clone()
-    if isinstance(x, tuple | list):
-        return type(x)(_clone(v) for v in x)
-    return x
-
-
-def _call(fn, args: tuple, kwargs: dict):
-    return fn(*_clone(args), **{k: _clone(v) for k, v in kwargs.items()})
-
-
-def _diagnose(check: Check, out, args: tuple, kwargs: dict) -> str | None:
-    """If the wrong output is exactly what a known mistake produces, name the mistake."""
-    for mutant in check.mutants:
-        try:
-            with torch.no_grad():
-                # same dtype and device as the student's run, so overflow mistakes reproduce exactly
-                wrong = to_reference(_call(mutant.fn, args, kwargs))
-        except Exception:
-            continue
-        if check.compare(out, wrong) is None:
-            return mutant.misconception
-    return None
-
-
-def run_check(check: Check, answer: Callable, *, hidden: bool = False, seed: int = 0,
-              device: torch.device | None = None, verbose: bool = True) -> int:
-    """Run ``check`` on ``answer``; return the number of cases passed, or raise :class:`CheckFailed`."""
-    device = device or get_device()
-    reason = find_forbidden_use(answer, check)
-    if reason:
-        raise CheckFailed(forbidden_message(check, reason))
-    if check.run is not None:
-        return check.run(check, answer, hidden=hidden, seed=seed, device=device, verbose=verbose)
-    cases = list(check.hidden_cases if hidden else check.cases)
-    failures = []
-    for i, case in enumerate(cases):
-        args, kwargs = case_inputs(case, seed, i, device)
-        torch.manual_seed(case_seed(seed, i))  # a sampling answer draws the same numbers in Jupyter and the grader
-        try:
-            out = _call(answer, args, kwargs)
-        except NotImplementedError:
-            raise CheckFailed(not_implemented(check)) from None
-        except Exception as e:  # the student's code crashed: say where, in their terms
-            failures.append(f"[{case.name}] your code raised {type(e).__name__}: {e}")
-            continue
-        problem = case_problem(check, case, out, args, kwargs)
-        if problem:
-            failures.append(problem)
-    if failures:
-        raise CheckFailed(failure_message(check, failures, len(cases), hidden))
-    if verbose:
-        print(pass_message(check, len(cases), hidden))
-    return len(cases)
-
-
-# One wording for the kernel's visible tests and the grader's verdicts outside the kernel.
 
 
 def case_seed(seed: int, i: int) -> int:
@@ -293,42 +194,38 @@ def case_inputs(case: Case, seed: int, i: int, device: torch.device) -> Inputs:
     return case.make(torch.Generator().manual_seed(case_seed(seed, i)), device)
 
 
-def case_problem(check: Check, case: Case, out, args: tuple, kwargs: dict) -> str | None:
-    """None if ``out`` is right for these inputs; else what differs and, if known, the likely cause."""
-    with torch.no_grad():
-        ref = check.reference(*to_reference(args), **to_reference(kwargs))
-    problem = check.compare(out, ref)
-    if problem is None:
-        return None
-    named = _diagnose(check, out, args, kwargs)
-    return f"[{case.name}] {problem}" + (f"\n    likely cause: {named}" if named else "")
+def run_check(check: Check, answer: Callable, *, hidden: bool = False, seed: int = 0,
+              device: torch.device | None = None, verbose: bool = True) -> int:
+    """Run ``check`` on ``answer``; return the number of cases passed, or raise :class:`CheckFailed`.
 
-
-def not_implemented(check: Check) -> str:
-    return f"{check.task}: not implemented yet — replace `raise NotImplementedError()` with your code."
-
-
-def forbidden_message(check: Check, reason: str) -> str:
-    return (f"{check.task}: not graded — your answer {reason}. Write it yourself from the definition; "
-            "that is the exercise.")
-
-
-def failure_message(check: Check, failures: Sequence[str], n_cases: int, hidden: bool) -> str:
-    kind = "hidden" if hidden else "visible"
-    return f"{check.task}: {len(failures)} of {n_cases} {kind} checks failed\n  - " + "\n  - ".join(failures)
-
-
-def bad_return_message(check: Check, got: str) -> str:
-    return (f"{check.task}: return `(model, window)`: a callable mapping (B, window) word ids to (B, V) logits, "
-            f"and the window as an int; got {got}")
-
-
-def bad_window_message(check: Check, window, longest: int) -> str:
-    return f"{check.task}: window {window}: use a window of 1 to {longest} words"
-
-
-def pass_message(check: Check, n_cases: int, hidden: bool) -> str:
-    return f"✓ {check.task}: all {n_cases} {'hidden' if hidden else 'visible'} checks passed ({check.what})"
+    The answer gets each case's inputs, and the decision its result, as they would cross the grader's
+    sandbox (:func:`values.round_trip`), and the decision is the grader's own (:func:`verdict.decide`).
+    """
+    device = device or get_device()
+    reason = find_forbidden_use(answer, check)
+    if reason:
+        raise CheckFailed(forbidden_message(check, reason))
+    if check.run is not None:
+        return check.run(check, answer, hidden=hidden, seed=seed, device=device, verbose=verbose)
+    cases = list(check.hidden_cases if hidden else check.cases)
+    outcomes = []
+    for i, case in enumerate(cases):
+        args, kwargs = case_inputs(case, seed, i, device)
+        passed_in = (values.round_trip(tuple(args), device, inputs=True),
+                     {k: values.round_trip(v, device, inputs=True) for k, v in kwargs.items()})
+        try:
+            result = values.call_once(answer, passed_in[0], passed_in[1], case_seed(seed, i))
+        except NotImplementedError:
+            raise CheckFailed(not_implemented(check)) from None
+        out = values.round_trip(result["out"], device) if "out" in result else None
+        outcomes.append(Outcome(case, case_seed(seed, i), args, kwargs, out, result.get("raised"),
+                                result["changed"]))
+    ok, message = decide(check, outcomes, hidden)
+    if not ok:
+        raise CheckFailed(message)
+    if verbose:
+        print(message)
+    return len(cases)
 
 
 @torch.no_grad()
@@ -339,21 +236,6 @@ def model_logits(model, window: int, contexts: torch.Tensor, device: torch.devic
     chunks = [model(contexts[i:i + 4096, contexts.shape[1] - window:].to(device)).float().cpu()
               for i in range(0, len(contexts), 4096)]
     return torch.cat(chunks)
-
-
-# torch's recurrent layers and cells, by every name a notebook can reach them (a task that asks for a cell
-# forbids them all)
-TORCH_RNN_NAMES = ("RNN", "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell", "rnn_tanh", "rnn_tanh_cell",
-                   "rnn_relu_cell", "lstm_cell", "gru_cell", "_VF")
-
-
-def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
-    """``module`` holding the given tensors as its parameters (dotted names reach submodules), in their dtype."""
-    module = module.to(dtype=next(iter(weights.values())).dtype)
-    with torch.no_grad():
-        for name, value in weights.items():
-            module.get_parameter(name).copy_(value)
-    return module
 
 
 class Registry:
@@ -370,9 +252,3 @@ class Registry:
 
     def __repr__(self) -> str:
         return f"Registry({', '.join(self.checks)})"
-
-
-def randn(shape: Sequence[int], g: torch.Generator, device: torch.device, scale: float = 1.0,
-          offset: float = 0.0) -> torch.Tensor:
-    """Random normal floats, generated on the CPU (same numbers on every device) then moved."""
-    return (torch.randn(*shape, generator=g) * scale + offset).to(device)

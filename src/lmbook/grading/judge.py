@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import importlib
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -26,18 +25,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import sandbox, static
-from .checks import (
-    Check,
+from . import sandbox, static, values
+from .checks import Check, case_inputs, case_seed
+from .verdict import (
+    Outcome,
     bad_return_message,
     bad_window_message,
-    case_inputs,
-    case_problem,
-    case_seed,
-    failure_message,
+    decide,
     forbidden_message,
     not_implemented,
-    pass_message,
 )
 
 DEFAULT_TIMEOUT = 300.0
@@ -122,13 +118,16 @@ def parse_test_cell(source: str) -> list[Call]:
 
 
 def checks_module(nb) -> str:
-    """The module whose ``check`` the notebook's test cells call (``from lmbook.grading.X import check``)."""
+    """The task module whose ``check`` the notebook's test cells call (``from lmbook.tasks.X import check``).
+
+    This line of the notebook's locked set-up cell is the only way the engine reaches an exercise's tasks.
+    """
     for cell in nb.cells:
         if cell.cell_type == "code" and not is_test_cell(cell) and cell.metadata.get("nbgrader", {}).get("locked"):
-            m = re.search(r"^from (lmbook\.grading\.\w+) import check\b", cell.source, re.M)
+            m = re.search(r"^from (lmbook\.tasks\.\w+) import check\b", cell.source, re.M)
             if m:
                 return m.group(1)
-    raise NotebookConfigError("no locked cell imports `check` from an lmbook.grading module")
+    raise NotebookConfigError("no locked cell imports `check` from an lmbook.tasks module")
 
 
 def student_cells(nb) -> list[tuple[int, str]]:
@@ -139,41 +138,21 @@ def student_cells(nb) -> list[tuple[int, str]]:
 
 
 def _write(value, name: str, job_dir: Path) -> dict:
-    if isinstance(value, torch.Tensor):
-        np.save(job_dir / f"{name}.npy", value.detach().cpu().numpy(), allow_pickle=False)
-        return {"tensor": f"{name}.npy"}
-    if isinstance(value, tuple | list):
-        return {"seq": [_write(v, f"{name}_{i}", job_dir) for i, v in enumerate(value)]}
-    return {"value": value}
+    arrays: values.Arrays = {}
+    spec = values.encode(value, name, arrays, inputs=True)
+    for file, arr in arrays.items():
+        np.save(job_dir / file, arr, allow_pickle=False)
+    return spec
 
 
-def _read(spec, out_dir: Path, depth: int = 0):
+def _read(spec, out_dir: Path):
     """A value the runner saved, as plain data: arrays via np.load without pickle, nothing else executable."""
-    if not isinstance(spec, dict) or depth > 3:
-        return _Returned("unknown")()
-    if "tensor" in spec:
-        name = str(spec["tensor"])
+    def load(name: str) -> np.ndarray:
         path = out_dir / name
-        if Path(name).name != name or not name.endswith(".npy") or not path.is_file():
-            return _Returned("missing output")()
-        try:
-            arr = np.load(path, allow_pickle=False)
-        except Exception:  # noqa: BLE001
-            return _Returned("unreadable output")()
-        if arr.dtype.kind not in "biuf":
-            return _Returned(f"array of {arr.dtype}")()
-        return torch.from_numpy(np.ascontiguousarray(arr))
-    if "number" in spec and isinstance(spec["number"], int | float):
-        return spec["number"]
-    if "seq" in spec and isinstance(spec["seq"], list):
-        return tuple(_read(s, out_dir, depth + 1) for s in spec["seq"][:16])
-    return _Returned(str(spec.get("object", "object")))()
-
-
-def _Returned(type_name: str) -> type:
-    """A stand-in class with the student's type name, so messages say 'returned a Foo'."""
-    name = re.sub(r"\W", "_", type_name)[:60] or "object"
-    return type(name if name.isidentifier() else "object", (), {})
+        if path.is_symlink() or not path.is_file():
+            raise FileNotFoundError(name)
+        return np.load(path, allow_pickle=False)
+    return values.decode(spec, load)
 
 
 @dataclass
@@ -181,13 +160,13 @@ class _Plan:
     steps: list[dict]
     cells: list[int]  # the notebook cell of each step
     calls: dict[str, tuple[Call, Check]]  # probe id -> (call, check)
-    inputs: dict[str, tuple]  # case id -> (case, args, kwargs)
+    inputs: dict[str, tuple]  # case id -> (case, seed, args, kwargs)
 
 
-def _plan(nb, registry, job_dir: Path, timeout: float) -> _Plan:
+def _plan(nb, registry, job_dir: Path, timeout: float, unreadable: dict[int, str]) -> _Plan:
     plan = _Plan([], [], {}, {})
     for i, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
+        if cell.cell_type != "code" or i in unreadable:  # what the analysis could not read never runs
             continue
         if not is_test_cell(cell):
             plan.steps.append({"kind": "code", "source": cell.source, "timeout": timeout})
@@ -210,7 +189,7 @@ def _plan(nb, registry, job_dir: Path, timeout: float) -> _Plan:
                 for k, case in enumerate(check.hidden_cases if call.hidden else check.cases):
                     args, kwargs = case_inputs(case, call.seed, k, CPU)
                     cid = f"{pid}_{k}"
-                    plan.inputs[cid] = (case, args, kwargs)
+                    plan.inputs[cid] = (case, case_seed(call.seed, k), args, kwargs)
                     probe["cases"].append({"id": cid, "seed": case_seed(call.seed, k),
                                            "args": [_write(a, f"{cid}_a{n}", job_dir) for n, a in enumerate(args)],
                                            "kwargs": {k2: _write(v, f"{cid}_{k2}", job_dir)
@@ -227,29 +206,25 @@ def _plan(nb, registry, job_dir: Path, timeout: float) -> _Plan:
 def _judge_call(pid: str, call: Call, check: Check, result: dict, plan: _Plan, out_dir: Path) -> tuple[bool, str]:
     if result.get("not_implemented"):
         return False, not_implemented(check)
-    n = len(check.hidden_cases if call.hidden else check.cases)
-    failures = []
     cases = result.get("cases") if isinstance(result.get("cases"), dict) else {}
-    for cid, outcome in cases.items():
-        if cid not in plan.inputs or not isinstance(outcome, dict):
+    outcomes, missing = [], []
+    for cid, (case, seed, args, kwargs) in plan.inputs.items():
+        if not cid.startswith(pid + "_"):
             continue
-        case, args, kwargs = plan.inputs[cid]
-        if "raised" in outcome:
-            failures.append(f"[{case.name}] your code raised {outcome['raised']}")
+        got = cases.get(cid)
+        if not isinstance(got, dict):
+            missing.append(case.name)
             continue
-        out = _read(outcome.get("ok"), out_dir)
-        try:
-            problem = case_problem(check, case, out, args, kwargs)
-        except Exception as e:  # noqa: BLE001 - a malformed output is the student's wrong answer
-            problem = f"[{case.name}] your output could not be compared ({type(e).__name__}: {e})"
-        if problem:
-            failures.append(problem)
-    answered = {cid for cid in cases if cid in plan.inputs}
-    missing = [plan.inputs[cid][0].name for cid in plan.inputs if cid.startswith(pid + "_") and cid not in answered]
-    failures += [f"[{name}] no result (the run stopped before this case)" for name in missing]
-    if failures:
-        return False, failure_message(check, failures, n, call.hidden)
-    return True, pass_message(check, n, call.hidden)
+        changed = got.get("changed") if isinstance(got.get("changed"), list) else []
+        changed = [str(c)[:40] for c in changed[:16]]
+        if "raised" in got:
+            outcomes.append(Outcome(case, seed, args, kwargs, raised=str(got["raised"])[:600], changed=changed))
+        else:
+            outcomes.append(Outcome(case, seed, args, kwargs, _read(got.get("ok"), out_dir), changed=changed))
+    try:
+        return decide(check, outcomes, call.hidden, missing)
+    except Exception as e:  # noqa: BLE001 - a malformed output is the student's wrong answer
+        return False, f"{check.task}: your output could not be compared ({type(e).__name__}: {e})"
 
 
 def _judge_train(call: Call, check: Check, result: dict, out_dir: Path) -> tuple[bool, str]:
@@ -364,10 +339,13 @@ def grade_notebook(nb, *, use_sandbox: bool = True, limits: sandbox.Limits | Non
         job_dir, out_dir, kept = tmp / "job", tmp / "out", tmp / "kept"
         for d in (job_dir, out_dir, kept):
             d.mkdir()
-        plan = _plan(nb, registry, job_dir, timeout)
+        unreadable = static.unreadable_cells(cells)
+        for i, why in unreadable.items():
+            graded.outputs[i] = [{"output_type": "error", "ename": "SyntaxError", "evalue": why, "traceback": [
+                f"the grader cannot read this cell as Python ({why}), so it did not run it"]}]
+        plan = _plan(nb, registry, job_dir, timeout, unreadable)
         (job_dir / "job.json").write_text(json.dumps({"checks_module": module, "steps": plan.steps}))
-        for p in (tmp, job_dir):
-            os.chmod(p, 0o755)  # the sandbox runs as nobody: it may read the job, nothing else of ours
+        # tmp stays 0700 (mkdtemp): bubblewrap binds the job in as root; sandbox.run lets the sandbox read it
         run = sandbox.run(job_dir, out_dir, [s["timeout"] for s in plan.steps], limits, sandbox=use_sandbox,
                           keep_dir=kept)
         if run.killed or not any(e.get("event") == "done" for e in run.events):

@@ -142,17 +142,42 @@ def cache_dir_for(resources, configured: str) -> Path:
     return Path(db).parent / "lmbook_cache"
 
 
-def load_cached(cache: Path, key: str) -> judge.Graded | None:
+def cell_ids(nb) -> dict[int, str]:
+    """Each code cell's identity: its role and text (what :func:`notebook_key` hashes), and which of the
+    cells alike it is.
+
+    Cached results are stored and applied by these, never by position: a notebook that differs from
+    another by a markdown cell has the same code cells at other indices."""
+    ids: dict[int, str] = {}
+    seen: dict[str, int] = {}
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            h = hashlib.sha256(json.dumps([judge.is_test_cell(cell), cell.source]).encode()).hexdigest()[:24]
+            ids[i] = f"{h}-{seen.get(h, 0)}"
+            seen[h] = seen.get(h, 0) + 1
+    return ids
+
+
+def load_cached(cache: Path, key: str, nb) -> judge.Graded | None:
+    """The cached result for ``nb``, its cells' outputs and verdicts put on ``nb``'s own cells."""
+    index = {ident: i for i, ident in cell_ids(nb).items()}
     try:
-        return judge.Graded.from_json(json.loads((cache / f"{key}.json").read_text()))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+        d = json.loads((cache / f"{key}.json").read_text())
+        for part in ("outputs", "verdicts"):
+            d[part] = {str(index[ident]): v for ident, v in d[part].items()}
+        return judge.Graded.from_json(d)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # absent, unreadable, or for cells this notebook does not have: grade it afresh
 
 
-def store(cache: Path, key: str, graded: judge.Graded) -> None:
+def store(cache: Path, key: str, graded: judge.Graded, nb) -> None:
     cache.mkdir(parents=True, exist_ok=True)
+    ids = cell_ids(nb)
+    d = graded.to_json()
+    for part in ("outputs", "verdicts"):
+        d[part] = {ids[int(i)]: v for i, v in d[part].items()}
     tmp = cache / f".{key}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(graded.to_json()))
+    tmp.write_text(json.dumps(d))
     os.replace(tmp, cache / f"{key}.json")  # atomic: a killed batch never leaves half a result
 
 
@@ -168,10 +193,10 @@ class SandboxedExecute(Preprocessor):
     def preprocess(self, nb, resources):
         key = notebook_key(nb)
         cache = cache_dir_for(resources, self.cache_dir)
-        graded = load_cached(cache, key)
+        graded = load_cached(cache, key, nb)
         if graded is None:
             graded = judge.grade_notebook(nb, use_sandbox=not self.no_sandbox, timeout=self.timeout)
-            store(cache, key, graded)
+            store(cache, key, graded, nb)
         apply(nb, graded)
         student = resources.get("nbgrader", {}).get("student", "?")
         for line in graded.tampering:

@@ -97,31 +97,23 @@ def make_shell(outputs: list):
 
 def _load(spec: dict, job_dir: Path, device):
     import numpy as np
-    import torch
 
-    if "tensor" in spec:
-        return torch.from_numpy(np.load(job_dir / spec["tensor"], allow_pickle=False)).to(device)
-    if "seq" in spec:
-        return tuple(_load(s, job_dir, device) for s in spec["seq"])
-    return spec.get("value")
+    from lmbook.grading.values import decode
+
+    return decode(spec, lambda name: np.load(job_dir / name, allow_pickle=False), device, inputs=True)
 
 
-def _save(value, name: str, out_dir: Path, depth: int = 0) -> dict:
-    """Describe a returned value as JSON, with tensors written to ``name.npy``."""
+def _save(value, name: str, out_dir: Path) -> dict:
+    """Describe a returned value as JSON, with its tensors written to ``.npy`` files."""
     import numpy as np
-    import torch
 
-    if isinstance(value, torch.Tensor) and depth < 3:
-        t = torch.Tensor.detach(value).cpu()
-        if t.dtype == torch.bfloat16:
-            t = t.float()
-        np.save(out_dir / f"{name}.npy", t.numpy(), allow_pickle=False)
-        return {"tensor": f"{name}.npy"}
-    if type(value) in (bool, int, float) or isinstance(value, np.floating | np.integer):
-        return {"number": float(value) if not isinstance(value, bool) else bool(value)}
-    if type(value) in (tuple, list) and depth < 3 and len(value) <= 16:
-        return {"seq": [_save(v, f"{name}_{i}", out_dir, depth + 1) for i, v in enumerate(value)]}
-    return {"object": type(value).__name__[:60]}
+    from lmbook.grading.values import encode
+
+    arrays: dict = {}
+    spec = encode(value, name, arrays)
+    for file, arr in arrays.items():
+        np.save(out_dir / file, arr, allow_pickle=False)
+    return spec
 
 
 def _error(e: BaseException) -> str:
@@ -134,15 +126,18 @@ _trained: dict = {}  # id(function) -> (function, result, seconds): one training
 
 
 def _probe_call(fn, probe: dict, job_dir: Path, out_dir: Path, device) -> dict:
-    import torch
+    from lmbook.grading.values import call_once
 
     results = {}
     for case in probe["cases"]:
         try:
             args = [_load(a, job_dir, device) for a in case["args"]]
             kwargs = {k: _load(v, job_dir, device) for k, v in case["kwargs"].items()}
-            torch.manual_seed(int(case.get("seed", 0)))  # as in the student's Jupyter run
-            results[case["id"]] = {"ok": _save(fn(*args, **kwargs), case["id"], out_dir)}
+            result = call_once(fn, args, kwargs, int(case.get("seed", 0)))  # as in the student's Jupyter run
+            if "out" in result:
+                results[case["id"]] = {"ok": _save(result["out"], case["id"], out_dir), "changed": result["changed"]}
+            else:
+                results[case["id"]] = {"raised": result["raised"], "changed": result["changed"]}
         except NotImplementedError:
             return {"not_implemented": True}
         except TimeLimit:

@@ -3,8 +3,12 @@
 The sandbox sees the Python installation (read-only), the job folder
 (read-only: the student's cells and the grader's inputs) and an output
 folder; nothing else of the machine. It has no network, its own process and
-IPC namespaces, an empty home, a small private ``/tmp``, and runs as
-``nobody`` when the grader runs as root. Limits: address space (memory), CPU
+IPC namespaces, an empty home, a small private ``/tmp``, and never holds a
+capability: as root, bubblewrap sets the sandbox up and student code runs as
+an unprivileged uid of its own; as a normal user, it runs in a user namespace
+with every capability dropped. So no read-only bind can be remounted
+writable, not even by a nested user namespace (the kernel locks the mounts it
+inherits). Limits: address space (memory), CPU
 seconds, file size, number of processes and open files; the grader kills it
 when a step overruns its wall-clock time or the whole run overruns its own.
 Where bubblewrap is missing, grading refuses (``SandboxUnavailable``) unless
@@ -19,7 +23,6 @@ import os
 import select
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import sysconfig
@@ -68,9 +71,9 @@ def check_available() -> None:
     if path is None:
         raise SandboxUnavailable(
             "bubblewrap (bwrap) is not installed, so student code cannot be sandboxed. Install it "
-            "(Debian/Ubuntu: `apt-get install bubblewrap`; `make install` does it) or, only for trusted "
-            "notebooks, pass --no-sandbox (LMBOOK_NO_SANDBOX=1 for nbgrader).")
-    r = subprocess.run([path, "--ro-bind", "/", "/", "--unshare-all", "--", "true"], capture_output=True, text=True)
+            "(Debian/Ubuntu: `sudo apt-get install bubblewrap`, or `make system-deps` in the course repository) "
+            "or, only for trusted notebooks, pass --no-sandbox (LMBOOK_NO_SANDBOX=1 for nbgrader).")
+    r = subprocess.run([path, *_privileges(), "--ro-bind", "/", "/", "--", "true"], capture_output=True, text=True)
     if r.returncode != 0:
         raise SandboxUnavailable(f"bubblewrap is installed but cannot create a sandbox here: {r.stderr.strip()} "
                                  "(user namespaces may be disabled)")
@@ -90,49 +93,80 @@ def command(job_dir: Path, out_dir: Path, limits: Limits, sandbox: bool = True) 
                "--core=0", "--"]
     if not sandbox:
         return prlimit + runner
-    cmd = [bwrap_path() or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+    as_root = os.geteuid() == 0
+    cmd = [bwrap_path() or "bwrap", *_privileges(), "--die-with-parent", "--new-session",
            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/home/student",
            "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MKL_NUM_THREADS", "1",
            "--setenv", "MPLBACKEND", "Agg", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
            "--setenv", "LMBOOK_DEVICE", os.environ.get("LMBOOK_DEVICE", "cpu")]
+    bound: list[Path] = []  # binds: what lies under them is already there
+    made: set[Path] = {Path("/")}  # empty folders and tmpfs: what goes under them must be made
+
+    def parents(path: str) -> None:
+        # bubblewrap makes missing parent folders 0700 (as root), which the unprivileged uid could not
+        # cross (pyenv's Python lives under /root): make them 0755 first. They hold nothing but the binds.
+        for parent in reversed(Path(path).parents):
+            if parent not in made and not any(b == parent or b in parent.parents for b in bound):
+                cmd.extend(["--perms", "0755", "--dir", str(parent)])
+                made.add(parent)
+
+    def bind(flag: str, path: str) -> None:
+        parents(path)
+        cmd.extend([flag, path, path])
+        bound.append(Path(path))
+
     for d in ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin", "/etc/alternatives", "/etc/ld.so.cache"):
         if os.path.exists(d):
-            cmd += ["--ro-bind", d, d]
+            bind("--ro-bind", d)
     # The private /tmp and home first: binds made after them show through (a clone or a virtualenv
-    # under /tmp, the job folder), binds made before them would be hidden.
-    cmd += ["--proc", "/proc", "--dev", "/dev",
-            "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
-            "--size", str(limits.tmp_bytes), "--tmpfs", "/home/student"]
+    # under /tmp, the job folder), binds made before them would be hidden. Made by root, they must be
+    # writable by the sandbox's uid; nothing else runs in there.
+    cmd += ["--proc", "/proc", "--dev", "/dev"]
+    for d in ("/tmp", "/home/student"):
+        parents(d)
+        cmd += ["--size", str(limits.tmp_bytes), "--perms", "1777", "--tmpfs", d]
+        made.add(Path(d))
     for d in _readable_roots():
-        cmd += ["--ro-bind", d, d]
-    cmd += ["--ro-bind", str(job_dir), str(job_dir), "--bind", str(out_dir), str(out_dir),
-            "--chdir", "/home/student", "--"]
-    if _can_drop_to_nobody():  # never run student code as root, even a namespaced root, when it can be avoided
-        prlimit = [*NOBODY, *prlimit]
-    return prlimit + cmd + runner
+        bind("--ro-bind", d)
+    bind("--ro-bind", str(job_dir))
+    bind("--bind", str(out_dir))
+    cmd += ["--chdir", "/home/student", "--"]
+    if as_root:  # bubblewrap keeps only what setpriv needs to drop to the sandbox's uid and its last capabilities
+        uid = str(sandbox_uid())
+        cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+                "--bounding-set=-all", "--no-new-privs", "--"]
+    return cmd + prlimit + runner
 
 
-NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+def _privileges() -> list[str]:
+    """bubblewrap's namespaces and capabilities. Not --unshare-all: as root it would make a user namespace
+    in which only uid 0 exists, and so no unprivileged uid to drop to. As a normal user the user namespace
+    is what lets bubblewrap work at all; no further one may be made in it where bubblewrap can forbid it."""
+    namespaces = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    if os.geteuid() == 0:
+        return [*namespaces, "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                "--cap-add", "CAP_SETPCAP"]
+    return [*namespaces, "--unshare-user", *(["--disable-userns"] if _can_disable_userns() else []),
+            "--cap-drop", "ALL"]
 
 
 @functools.cache
-def _can_drop_to_nobody() -> bool:
-    """As root: can ``nobody`` run this Python? (Not when it lives under /root, as pyenv installs it.)"""
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        return False
+def _can_disable_userns() -> bool:  # bubblewrap 0.8 and later
+    return "--disable-userns" in subprocess.run([bwrap_path() or "bwrap", "--help"], capture_output=True,
+                                                text=True).stdout
 
-    def reachable(path: str) -> bool:
-        p = Path(path).resolve()
-        return all(os.stat(q).st_mode & stat.S_IXOTH for q in [p, *p.parents] if q.is_dir())
 
-    return all(reachable(p) for p in [*_readable_roots(), os.path.realpath(sys.executable)])
+def sandbox_uid() -> int:
+    """The uid (and gid) student code runs as when the grader is root: in no group, owning nothing of the
+    machine, and one per grading process, so that parallel sandboxes do not share a process limit."""
+    return 1_000_000 + os.getpid()
 
 
 def _pids_cgroup(limit: int) -> Path | None:
     """A cgroup (v1 or v2) capping the number of processes, where this machine lets us make one.
 
-    RLIMIT_NPROC does not bind root, so when the sandbox cannot drop to ``nobody`` this is what stops
-    a fork bomb."""
+    RLIMIT_NPROC does not bind root, so when root runs notebooks unsandboxed this is what stops a fork
+    bomb (sandboxed, it bounds bubblewrap's own processes too)."""
     for base in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
         if not (base / "cgroup.procs").exists() or not os.access(base, os.W_OK):
             continue
@@ -158,9 +192,11 @@ def run(job_dir: Path, out_dir: Path, step_timeouts: list[float], limits: Limits
     """
     if sandbox:
         check_available()
-    if _can_drop_to_nobody():
-        os.chown(out_dir, 65534, 65534)
-    cgroup = _pids_cgroup(limits.processes) if os.geteuid() == 0 and not _can_drop_to_nobody() else None
+    if sandbox and os.geteuid() == 0:  # student code runs as sandbox_uid(): it reads the job, writes only out_dir
+        for path in [job_dir, *job_dir.rglob("*")]:
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        os.chown(out_dir, sandbox_uid(), sandbox_uid())
+    cgroup = _pids_cgroup(limits.processes) if os.geteuid() == 0 else None
 
     def enter_cgroup() -> None:  # in the child, before exec: everything it starts stays in the group
         if cgroup is not None:

@@ -6,7 +6,7 @@ plain-Python loops over a toy decoder given as a table of log-probabilities
 the tests check the beam search against brute-force enumeration), and
 ``sacrebleu`` for corpus BLEU, never the course's answers in ``lmbook.decoding``,
 ``lmbook.metrics`` or ``lmbook.seq2seq``. Usage in a notebook:
-``from lmbook.grading.ch03 import check``.
+``from lmbook.tasks.ch03 import check``.
 
 The toy decoder: ``log_probs[t, i, j] = log P(y_{t+1} = j | y_t = i)`` at step
 ``t`` (``y_0`` is ``bos``), each row log-softmaxed. Its tables are random, drawn
@@ -16,6 +16,7 @@ the final choice) wins by at least ``MARGIN``, so float32 and float64 agree.
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 import random
@@ -26,16 +27,21 @@ import torch.nn.functional as F
 from .. import decoding as lmbook_decoding
 from .. import functional as lmbook_functional
 from .. import metrics as lmbook_metrics
-from .checks import Case, Check, Mutant, Registry, describe_scalar_mismatch, describe_value
+from ..grading.checks import Case, Check, Mutant, Registry
+from ..grading.compare import describe_scalar_mismatch, describe_value
 
-GRADER = ("lmbook.grading", "lmbook.seq2seq")
+COURSE = ("lmbook.seq2seq",)  # the chapter's translator: its decoding is the course's answer
 MARGIN = 1e-3  # the smallest gap between two scores a decision of the reference may hinge on
 
 
 # ----------------------------------------------------------------------------- Task 1: teacher-forcing loss
 
-def _tf_case(B, T, V, pad_id, bos, eos, lengths=None, scale=2.0):
-    """A padded target batch <bos> w_1 ... w_n <eos> <pad>..., and the decoder's (B, T, V) logits."""
+def _tf_case(B, T, V, pad_id, bos, eos, lengths=None, scale=2.0, spread=0.0, pad_shift=0.0, dtype=torch.float32):
+    """A padded target batch <bos> w_1 ... w_n <eos> <pad>..., and the decoder's (B, T, V) logits.
+
+    ``spread``: each position's logits are shifted by a random offset in [-spread, spread] (log-softmax does not
+    change, a softmax stabilised with one maximum for the whole batch underflows); ``pad_shift``: added to the
+    logits where the target is padding (they dominate any computation that lets them in)."""
     def make(g, device):
         words = torch.tensor([v for v in range(V) if v not in (pad_id, bos, eos)])
         n = torch.tensor(lengths) if lengths is not None else torch.randint(0, T, (B,), generator=g)
@@ -49,8 +55,10 @@ def _tf_case(B, T, V, pad_id, bos, eos, lengths=None, scale=2.0):
             y[b, k + 1] = eos
         logits = torch.randn(B, T, V, generator=g) * scale
         garbage = torch.randn(B, T, V, generator=g) * 8.0  # where the target is padding: it must not count
-        logits = torch.where((y[:, 1:] == pad_id).unsqueeze(-1), garbage, logits)
-        return ((logits.to(device), y.to(device), pad_id), {})
+        if spread:
+            logits = logits + (torch.rand(B, T, 1, generator=g) * 2 - 1) * spread
+        logits = torch.where((y[:, 1:] == pad_id).unsqueeze(-1), garbage + pad_shift, logits)
+        return ((logits.to(device, dtype), y.to(device), pad_id), {})
     return make
 
 
@@ -65,27 +73,40 @@ def _tf_with(shift=True, mask="target", reduce="token", log_softmax=True, pad=No
         targets = y[:, 1:] if shift else y[:, :-1]
         if log_softmax == "naive":
             logp = torch.log(torch.softmax(logits, -1))
+        elif log_softmax == "exp":  # a softmax by hand, without subtracting the maximum
+            logp = torch.log(logits.exp() / logits.exp().sum(-1, keepdim=True))
         else:
             logp = torch.log_softmax(logits, -1) if log_softmax else logits
         nll = -logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
         real = {"target": targets != pad_id, "input": y[:, :-1] != pad_id,
-                "none": torch.ones_like(targets, dtype=torch.bool)}[mask].to(nll.dtype)
-        total = (nll * real).sum()
+                "none": torch.ones_like(targets, dtype=torch.bool)}[mask]
+        nll = torch.where(real, nll, 0.0)  # dropped, not multiplied by 0: inf * 0 at padding would be NaN
+        real = real.to(nll.dtype)
+        total = nll.sum()
         if reduce == "token":
             return total / real.sum()
         if reduce == "sentence":
-            return ((nll * real).sum(1) / real.sum(1)).mean()
+            return (nll.sum(1) / real.sum(1)).mean()
         if reduce == "sum":
             return total
         return total / y.shape[0]  # "batch"
     return fn
 
 
+def _loss_compare(out, ref) -> str | None:
+    """A scalar loss; NaN matches NaN only when ``ref`` is NaN, i.e. a known mistake's output (never the reference's),
+    so a student whose code gives NaN where that mistake does is recognised."""
+    if isinstance(ref, torch.Tensor | float) and math.isnan(float(ref)) and isinstance(out, torch.Tensor | float) \
+            and (not isinstance(out, torch.Tensor) or out.numel() == 1) and math.isnan(float(out)):
+        return None
+    return describe_scalar_mismatch(out, float(ref), rtol=1e-4, atol=1e-6)
+
+
 TEACHER_FORCING_LOSS = Check(
     task="teacher_forcing_loss",
     what="mean of -log P(y_{t+1} | y_<=t) over the real (non-pad) target tokens of the batch",
     reference=_tf_loss_ref,
-    compare=lambda out, ref: describe_scalar_mismatch(out, float(ref), rtol=1e-4, atol=1e-6),
+    compare=lambda out, ref: _loss_compare(out, ref),
     cases=[Case("batch 3, T=6, V=7, pad_id=0, target lengths (2, 6, 4)",
                 _tf_case(3, 6, 7, pad_id=0, bos=1, eos=2, lengths=[1, 5, 3])),
            Case("batch 4, T=8, V=10, pad_id=9, bos=0, eos=1, random lengths", _tf_case(4, 8, 10, 9, 0, 1))],
@@ -94,7 +115,12 @@ TEACHER_FORCING_LOSS = Check(
                   Case("pad_id=3 in the middle of the vocabulary", _tf_case(5, 7, 8, 3, 6, 7)),
                   Case("batch 16, T=20, V=50, random lengths", _tf_case(16, 20, 50, 0, 1, 2)),
                   Case("large logits (scale 40): use log-softmax, not log(softmax)",
-                       _tf_case(4, 6, 30, 0, 1, 2, scale=40.0))],
+                       _tf_case(4, 6, 30, 0, 1, 2, scale=40.0)),
+                  # a softmax stabilised with the batch's maximum underflows in the rows far below it
+                  Case("positions whose logits lie up to 90 apart, padded logits 200 above the real ones",
+                       _tf_case(6, 7, 12, 0, 1, 2, spread=90.0, pad_shift=200.0)),
+                  Case("T=1: every target is <eos> alone", _tf_case(3, 1, 5, 0, 1, 2, lengths=[0, 0, 0])),
+                  Case("float64 logits, pad_id=V-1", _tf_case(5, 6, 9, 8, 0, 1, dtype=torch.float64))],
     mutants=[
         Mutant(_tf_with(shift=False), "did not shift the targets: the logits at position t predict the next "
                                       "token, y[:, t+1] (the decoder read y[:, t]); compare them with y[:, 1:]"),
@@ -111,10 +137,13 @@ TEACHER_FORCING_LOSS = Check(
         Mutant(_tf_with(log_softmax=False), "used the raw logits as log-probabilities: apply log-softmax first"),
         Mutant(_tf_with(log_softmax="naive"), "computed log(softmax(logits)): for large logits the softmax "
                                               "underflows to 0 and its log to -inf; use log_softmax"),
+        Mutant(_tf_with(log_softmax="exp"), "computed the softmax as exp(logits) / sum exp(logits) without "
+                                            "subtracting each row's maximum: exp overflows to inf for logits above "
+                                            "about 88 (in float32); use log_softmax"),
     ],
     forbidden=(lmbook_functional.cross_entropy,),
     forbidden_attrs=("cross_entropy", "nll_loss", "CrossEntropyLoss", "NLLLoss", "masked_cross_entropy"),
-    forbidden_modules=GRADER,
+    forbidden_modules=COURSE,
 )
 
 
@@ -214,8 +243,9 @@ def _beam_compare(out, ref) -> str | None:
 
 
 def _decoder_case(V, max_len, bos, eos, *, steps=None, eos_bias=0.0, first_eos_bias=None, beam=None, alpha=1.0,
-                  when=None):
-    """A random toy decoder, drawn again until ``when(log_probs)`` holds and no decision is a near-tie."""
+                  when=None, dtype=torch.float32):
+    """A random toy decoder, drawn again until ``when(log_probs)`` holds and no decision is a near-tie: a seeded
+    search over up to 5000 random tables for one that shows the property (``dtype``: the table's, as given)."""
     def make(g, device):
         for _ in range(5000):
             log_probs = _table(g, steps or max_len, V, eos, eos_bias, first_eos_bias)
@@ -227,8 +257,8 @@ def _decoder_case(V, max_len, bos, eos, *, steps=None, eos_bias=0.0, first_eos_b
                 break
         else:
             raise RuntimeError("no toy decoder with the required property was found")  # a bug in the case
-        args = (log_probs.to(device), bos, eos, max_len) if beam is None else \
-            (log_probs.to(device), bos, eos, beam, max_len, alpha)
+        log_probs = log_probs.to(device, dtype)
+        args = (log_probs, bos, eos, max_len) if beam is None else (log_probs, bos, eos, beam, max_len, alpha)
         return (args, {})
     return make
 
@@ -278,7 +308,11 @@ GREEDY = Check(
                   Case("V=8, max_len=8, stops at <eos>", _greedy_case(8, 8, 7, 3, "eos", eos_bias=0.8)),
                   Case("the table has more steps than max_len: stop at max_len",
                        _greedy_case(6, 5, 0, 1, "max_len", steps=9, eos_bias=-2.0)),
-                  Case("V=3, max_len=10, stops at <eos>", _greedy_case(3, 10, 1, 2, "eos"))],
+                  Case("V=3, max_len=10, stops at <eos>", _greedy_case(3, 10, 1, 2, "eos")),
+                  Case("V=2, max_len=12: the longest output, no <eos>", _greedy_case(2, 12, 0, 1, "max_len",
+                                                                                 eos_bias=-3.0)),
+                  Case("a float64 table, bos=eos-1, stops at <eos>", _greedy_case(6, 7, 3, 4, "eos", eos_bias=0.5,
+                                                                                  dtype=torch.float64))],
     mutants=[
         Mutant(_greedy_with(stop=False), "kept going after <eos>: stop as soon as <eos> is produced (and keep it)"),
         Mutant(_greedy_with(keep_eos=False), "left <eos> out: when <eos> is produced, it is the last token of the "
@@ -291,14 +325,14 @@ GREEDY = Check(
     ],
     forbidden=(lmbook_decoding.greedy_decode, lmbook_decoding.beam_search),
     forbidden_attrs=("greedy_decode", "beam_search"),
-    forbidden_modules=(*GRADER, "lmbook.decoding"),
+    forbidden_modules=(*COURSE, "lmbook.decoding"),
 )
 
 
 # ----------------------------------------------------------------------------- Task 3: beam search
 
 def _beam_with(norm="len", final="norm", after_eos="set_aside", pool="all", add="logp", score="norm",
-               greedy=False):
+               greedy=False, early=False):
     """Beam search with one known mistake (the default settings give the right answer)."""
     def fn(log_probs, bos, eos, beam_size, max_len, alpha):
         lp = log_probs.double().cpu().tolist()
@@ -337,7 +371,7 @@ def _beam_with(norm="len", final="norm", after_eos="set_aside", pool="all", add=
                 live = []
                 for s, toks in cands[:k]:
                     (finished if toks[-1] == eos else live).append((toks, s))
-            if not live:
+            if not live or (early and cands[0][1][-1] == eos):  # early: stop once a step's best is finished
                 break
         hyps = (finished or live) if pool == "finished" else finished + live
         key = (lambda h: h[1]) if final == "raw" else (lambda h: normalised(*h))
@@ -365,6 +399,47 @@ def _cut_off_wins(lp, bos, eos, beam, max_len, alpha):
     tokens = _beam_ref(lp, bos, eos, beam, max_len, alpha)[0]
     finished = eos in _beam_with(pool="finished")(lp, bos, eos, beam, max_len, alpha)[0]
     return tokens[-1] != eos and finished
+
+
+def _brute_force(lp, bos, eos, max_len, alpha):
+    """The best output of all (<eos> only at its end; ending in <eos> or max_len long): exhaustive, small V only."""
+    table, best = lp.tolist(), (-math.inf, [])
+    for n in range(1, max_len + 1):
+        for y in itertools.product(range(lp.shape[-1]), repeat=n):
+            if eos in y[:-1] or (y[-1] != eos and n < max_len):
+                continue
+            s = sum(table[t][([bos, *y])[t]][y[t]] for t in range(n)) / n ** alpha
+            best = max(best, (s, list(y)))
+    return best[1]
+
+
+def _pruned_wins(lp, bos, eos, beam, max_len, alpha):
+    """The best output of all ends in <eos>, but the beam pruned it: search (and a brute force) differ."""
+    best = _brute_force(lp, bos, eos, max_len, alpha)
+    return best[-1] == eos and _beam_ref(lp, bos, eos, beam, max_len, alpha)[0] != best
+
+
+def _narrow_beam_misses(lp, bos, eos, beam, max_len, alpha):
+    """The exhaustive beam's answer is one a beam of 2 prunes (and not the raw-sum best)."""
+    best = _beam_ref(lp, bos, eos, beam, max_len, alpha)[0]
+    return best != _beam_ref(lp, bos, eos, 2, max_len, alpha)[0] and _alpha_matters(lp, bos, eos, beam, max_len,
+                                                                                      alpha)
+
+
+def _mutant(start: str) -> Mutant:
+    return next(m for m in BEAM_MUTANTS if m.misconception.startswith(start))
+
+
+def _differ(*starts: str):
+    """The mutants whose misconceptions start so give different answers (so one case tells them apart)."""
+    def when(lp, bos, eos, beam, max_len, alpha):
+        outs = [_mutant(start).fn(lp, bos, eos, beam, max_len, alpha) for start in starts]
+        return all(_beam_compare(a, b) is not None for a, b in itertools.combinations(outs, 2))
+    return when
+
+
+def _all(*conditions):
+    return lambda *args: all(cond(*args) for cond in conditions)
 
 
 def _names(misconception_start: str):
@@ -398,6 +473,8 @@ BEAM_MUTANTS = [
     Mutant(_beam_with(add="prob"), "added probabilities instead of log-probabilities: a sequence's score is "
                                    "the sum of its log-probabilities"),
     Mutant(_beam_with(greedy=True), "ignored beam_size: keeping one hypothesis is greedy decoding"),
+    Mutant(_beam_with(early=True), "stopped as soon as a step's best candidate ended in <eos>: go on while any "
+                                   "hypothesis is live; a longer one may still have a better normalised score"),
 ]
 
 
@@ -412,7 +489,8 @@ BEAM = Check(
            Case("V=4, max_len=5, beam 3, alpha=0.7: length normalisation changes the answer",
                 _beam_case(4, 5, 3, 0, 3, 0.7, _alpha_matters)),
            Case("V=5, max_len=5, beam 2, alpha=1: some hypotheses finish early",
-                _beam_case(5, 5, 4, 2, 2, 1.0, _names("refilled"), eos_bias=1.0, first_eos_bias=1.0))],
+                _beam_case(5, 5, 4, 2, 2, 1.0, _all(_names("refilled"), _differ("kept finished", "stopped as")),
+                           eos_bias=1.0, first_eos_bias=1.0))],
     hidden_cases=[Case("beam 1 is greedy decoding", _beam_case(5, 5, 0, 1, 1, 1.0)),
                   Case("a hypothesis cut off at max_len beats the finished ones",
                        _beam_case(4, 4, 1, 3, 2, 1.0, _cut_off_wins)),
@@ -423,11 +501,19 @@ BEAM = Check(
                   Case("V=4, max_len=5, beam 2, alpha=1, <eos> likely at the first step",
                        _beam_case(4, 5, 3, 0, 2, 1.0, _names("kept finished"), first_eos_bias=1.0)),
                   Case("max_len=1", _beam_case(5, 1, 0, 1, 2, 1.0)),
-                  Case("V=4, max_len=6, beam 5, alpha=1.2", _beam_case(4, 6, 1, 2, 5, 1.2, _beats_greedy))],
+                  Case("V=4, max_len=6, beam 5, alpha=1.2", _beam_case(4, 6, 1, 2, 5, 1.2, _beats_greedy)),
+                  Case("the best output of all ends in <eos> but the beam pruned it (a brute force differs)",
+                       _beam_case(4, 4, 0, 1, 2, 1.0, _pruned_wins, eos_bias=0.5)),
+                  Case("V=5, max_len=5, beam 3, alpha=1: the best candidate of a step finishes, a longer one wins",
+                       _beam_case(5, 5, 1, 0, 3, 1.0, _names("stopped as soon as"), eos_bias=0.8)),
+                  Case("V=3, max_len=4, beam 81 holds every candidate (exact), alpha=0.7; a beam of 2 misses it",
+                       _beam_case(3, 4, 2, 0, 81, 0.7, _narrow_beam_misses)),
+                  Case("beam 6 wider than the first step's 3 candidates, a float64 table",
+                       _beam_case(3, 4, 0, 1, 6, 1.0, dtype=torch.float64))],
     mutants=BEAM_MUTANTS,
     forbidden=(lmbook_decoding.greedy_decode, lmbook_decoding.beam_search),
     forbidden_attrs=("greedy_decode", "beam_search"),
-    forbidden_modules=(*GRADER, "lmbook.decoding"),
+    forbidden_modules=(*COURSE, "lmbook.decoding"),
 )
 
 
@@ -466,7 +552,7 @@ def _corpus_case(size, n_refs=(1, 1), lengths=(4, 16), kind="noisy"):
     def make(g, device):
         rng = random.Random(int(torch.randint(0, 2**31, (1,), generator=g)))
         cands, refs = [], []
-        for _ in range(size):
+        for i in range(size):
             ref = [rng.choice(WORDS) for _ in range(rng.randint(*lengths))]
             k = rng.randint(*n_refs)
             if kind == "ties":  # references one token shorter and one longer than the candidate (and a longest)
@@ -474,11 +560,19 @@ def _corpus_case(size, n_refs=(1, 1), lengths=(4, 16), kind="noisy"):
                 c = len(cand)
                 rs = [_noisy(rng, ref, c - 1), _noisy(rng, ref, c + 1)] + ([_noisy(rng, ref, c + 3)] if k > 1 else [])
                 rng.shuffle(rs)
+            elif kind == "mixed":  # in turn: cut to half its only reference; between references c-2 and c+1
+                if i % 2:
+                    rs, cand = [ref], ref[: len(ref) // 2]
+                else:
+                    cand = _perturb(rng, ref)
+                    c = len(cand)
+                    rs = [_noisy(rng, ref, c + 1), _noisy(rng, ref, c - 2)]
             elif kind == "straddle":  # references on both sides of the candidate: closest, shortest, longest differ
                 cand = _perturb(rng, ref)
                 c = len(cand)
-                rs = [_noisy(rng, ref, c + 1), _noisy(rng, ref, c - 2)] if rng.random() < 0.5 else \
-                    [_noisy(rng, ref, c + 3)]
+                # in turn: closest c+1, shortest c-2, longest c+5; and one reference c+4 (shortest in total > c)
+                rs = [_noisy(rng, ref, c + 1), _noisy(rng, ref, c - 2), _noisy(rng, ref, c + 5)] if i % 2 else \
+                    [_noisy(rng, ref, c + 4)]
             else:
                 rs = [ref] + [_perturb(rng, ref) for _ in range(k - 1)]
                 cand = _perturb(rng, ref)
@@ -578,7 +672,8 @@ BLEU_CHECK = Check(
     task="corpus_bleu",
     what="100 · BP · exp(mean of log p_1..p_4), clipped precisions pooled over the corpus; agrees with sacrebleu",
     reference=_bleu_ref,
-    compare=lambda out, ref: describe_scalar_mismatch(out, ref, rtol=1e-6, atol=1e-6),
+    # the statement asks for a Python number (NumPy's floats are numbers too), not a tensor
+    compare=lambda out, ref: describe_scalar_mismatch(out, ref, rtol=1e-6, atol=1e-6, accept=("number",)),
     cases=[Case("the course's example: 'the cat the cat on the mat', two references", _example_case),
            Case("20 sentences, one reference each", _corpus_case(20)),
            Case("30 sentences, references both shorter and longer than the candidates",
@@ -589,6 +684,10 @@ BLEU_CHECK = Check(
                   Case("two references equally close in length to each candidate (ties go to the shorter)",
                        _corpus_case(25, n_refs=(1, 2), kind="ties")),
                   Case("30 sentences, one to three references each", _corpus_case(30, n_refs=(1, 3))),
+                  # the shortest reference gives a brevity penalty here that is neither 1 nor the right one
+                  Case("candidates cut short, and candidates between a shorter and a longer reference",
+                       _corpus_case(30, lengths=(6, 16), kind="mixed")),
+                  Case("a corpus of one sentence, two references", _corpus_case(1, n_refs=(2, 2), lengths=(8, 12))),
                   Case("shuffled words, no 4-gram in common: BLEU is 0",
                        _corpus_case(5, lengths=(5, 7), kind="shuffled")),
                   Case("perfect translations: BLEU is 100", _corpus_case(10, n_refs=(1, 3), kind="perfect")),
@@ -618,7 +717,7 @@ BLEU_CHECK = Check(
     forbidden=(lmbook_metrics.corpus_bleu, lmbook_metrics.modified_precision, lmbook_metrics.brevity_penalty,
                lmbook_metrics.closest_ref_length, lmbook_metrics.ngrams),
     forbidden_attrs=("corpus_bleu", "sentence_bleu", "corpus_score", "sentence_score", "bleu_score"),
-    forbidden_modules=(*GRADER, "lmbook.metrics", "sacrebleu", "nltk", "torchmetrics", "torchtext", "evaluate"),
+    forbidden_modules=(*COURSE, "lmbook.metrics", "sacrebleu", "nltk", "torchmetrics", "torchtext", "evaluate"),
 )
 
 CHECKS = [TEACHER_FORCING_LOSS, GREEDY, BEAM, BLEU_CHECK]

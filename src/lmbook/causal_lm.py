@@ -1,0 +1,150 @@
+"""A small causal self-attention language model and its training (chapter 5; chapters 9-10 build on it).
+
+    x_t = E[w_t] + P[t]                        word embedding plus a learned position embedding (chapter 7)
+    for each block:
+        x = x + SelfAttention(LN(x), causal)    every position reads the positions up to itself
+        x = x + FFN(LN(x))                      a two-layer network applied to each position on its own
+    logits = LN(x) U                             one next-word prediction per position
+
+The residual connections (x + ...) and the LayerNorms (LN) are chapter 8's subject; here they only keep
+training stable. The attention is :class:`lmbook.self_attention.SelfAttention`, one head, no bias.
+nanoGPT's ``model.py`` is the model for this file; this one is smaller and single-headed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .self_attention import SelfAttention, causal_mask
+
+
+@dataclass
+class LMConfig:
+    vocab_size: int
+    block_size: int = 32  # the longest context the model reads (the position table's size)
+    d_model: int = 64
+    n_layer: int = 2
+    d_ff: int = 256  # the feed-forward network's hidden size (4 x d_model)
+
+
+class Block(nn.Module):
+    """Causal self-attention, then a position-wise feed-forward network, each added to its input."""
+
+    def __init__(self, cfg: LMConfig):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(cfg.d_model)
+        self.attn = SelfAttention(cfg.d_model, cfg.d_model)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)  # maps the attention output back into the residual stream
+        self.ln_2 = nn.LayerNorm(cfg.d_model)
+        self.ffn = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Linear(cfg.d_ff, cfg.d_model))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y, weights = self.attn(self.ln_1(x), mask)
+        x = x + self.proj(y)
+        x = x + self.ffn(self.ln_2(x))
+        return x, weights
+
+
+class CausalLM(nn.Module):
+    def __init__(self, cfg: LMConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)  # word embeddings E
+        self.wpe = nn.Embedding(cfg.block_size, cfg.d_model)  # position embeddings P (chapter 7)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+
+    def forward(self, ids: torch.Tensor, return_weights: bool = False):
+        """ids (B, n) with n ≤ block_size → logits (B, n, V); row t predicts word t + 1 from words ≤ t.
+        With ``return_weights``, also every block's attention weights, a list of (B, n, n)."""
+        n = ids.shape[1]
+        if n > self.cfg.block_size:
+            raise ValueError(f"sequence of {n} tokens, longer than block_size={self.cfg.block_size}")
+        x = self.wte(ids) + self.wpe(torch.arange(n, device=ids.device))
+        mask = causal_mask(n, device=ids.device)
+        weights = []
+        for block in self.blocks:
+            x, w = block(x, mask)
+            weights.append(w)
+        logits = self.head(self.ln_f(x))
+        return (logits, weights) if return_weights else logits
+
+
+@dataclass
+class TrainLog:
+    steps: list[int] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)  # training loss of each step
+    val_steps: list[int] = field(default_factory=list)
+    val_loss: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def random_blocks(ids: torch.Tensor, batch_size: int, block_size: int, g: torch.Generator):
+    """A batch of random windows of the token stream: inputs (B, n) and their next words (B, n)."""
+    start = torch.randint(0, len(ids) - block_size - 1, (batch_size,), generator=g)
+    idx = start[:, None] + torch.arange(block_size)
+    return ids[idx], ids[idx + 1]
+
+
+@torch.no_grad()
+def stream_log_probs(model: CausalLM, ids: torch.Tensor, context: int | None = None) -> torch.Tensor:
+    """ln P(w_t | the words before it) for t = 1 .. len(ids) - 1, shape (len(ids) - 1, V).
+
+    The text is read in windows of ``block_size`` that overlap by ``context`` words: every prediction after
+    the first window sees at least ``context`` words of history (default: half a block)."""
+    model.eval()
+    device = next(model.parameters()).device
+    n = model.cfg.block_size
+    context = n // 2 if context is None else context
+    out = []
+    for start in range(0, len(ids) - 1, n - context):
+        window = ids[start : start + n + 1].to(device)
+        if len(window) < 2:
+            break
+        logp = torch.log_softmax(model(window[None, :-1])[0], dim=-1)
+        skip = 0 if start == 0 else context  # these predictions were made by the previous window
+        out.append(logp[skip:])
+        if start + n + 1 >= len(ids):
+            break
+    return torch.cat(out)[: len(ids) - 1]
+
+
+def stream_loss(model: CausalLM, ids: torch.Tensor) -> float:
+    """Mean cross-entropy (nats) of the next-word predictions over a whole token stream."""
+    logp = stream_log_probs(model, ids)
+    return -logp.gather(1, ids[1:, None].to(logp.device)).mean().item()
+
+
+def train_lm(model: CausalLM, train: torch.Tensor, val: torch.Tensor | None = None, *, steps: int = 600,
+             batch_size: int = 32, lr: float = 3e-3, seed: int = 0, eval_every: int = 0,
+             warmup: int = 50) -> TrainLog:
+    """AdamW on random windows of ``train``, learning rate warmed up then decayed to 0 along a cosine."""
+    device = next(model.parameters()).device
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + torch.cos(torch.tensor(s / steps * torch.pi)).item()))
+    g = torch.Generator().manual_seed(seed)
+    log, t0 = TrainLog(), time.perf_counter()
+    for step in range(1, steps + 1):
+        model.train()
+        x, y = random_blocks(train, batch_size, model.cfg.block_size, g)
+        logits = model(x.to(device))
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.to(device).reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        log.steps.append(step)
+        log.loss.append(loss.item())
+        if val is not None and eval_every and (step % eval_every == 0 or step == steps):
+            log.val_steps.append(step)
+            log.val_loss.append(stream_loss(model, val))
+    log.seconds = time.perf_counter() - t0
+    return log

@@ -1,0 +1,160 @@
+"""Values as they cross the sandbox's wall: the one encoding used by the student's kernel and by the grader.
+
+A case's inputs reach the student's function, and its result reaches the decision, through
+:func:`encode` and :func:`decode`: in the grader the arrays are ``.npy`` files between the trusted side and
+the sandbox; in Jupyter they are kept in memory. Either way the student's function receives the same
+objects (fresh tensors, fresh strings, lists as lists and tuples as tuples) and the decision sees the same
+result (a NumPy float32 stays a NumPy float32, an int stays an int), so a verdict cannot differ between
+the notebook and the grader. Only plain data crosses: arrays are read without pickle, and anything else the
+student returns becomes a stand-in that carries its type's name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+# What is kept of a student's result (a bound on what their code can make the grader read); the grader's own
+# inputs cross whole (``inputs=True``).
+MAX_DEPTH = 4  # lists of lists of lists of lists
+MAX_ITEMS = 4096  # items of a tuple, list or dict
+MAX_STR = 10_000
+NUMPY_SCALARS = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool_"}
+
+Spec = dict
+Arrays = dict[str, np.ndarray]
+
+
+def encode(value, name: str, arrays: Arrays, depth: int = 0, *, inputs: bool = False) -> Spec:
+    """Describe ``value`` as JSON-able data, with each tensor's array put in ``arrays`` under a file name.
+
+    A result beyond the bounds (nesting, items, string length) is cut there; ``inputs=True`` keeps all.
+    """
+    max_depth, max_items, max_str = (10**6, None, None) if inputs else (MAX_DEPTH, MAX_ITEMS, MAX_STR)
+    if isinstance(value, torch.Tensor) and depth <= max_depth:
+        t = value.detach().cpu()
+        dtype = str(t.dtype).removeprefix("torch.")
+        if t.dtype == torch.bfloat16:  # NumPy has no bfloat16: carried as float32, restored on decoding
+            t = t.float()
+        arrays[f"{name}.npy"] = t.resolve_conj().resolve_neg().numpy().copy()  # never the caller's memory
+        return {"tensor": f"{name}.npy", "dtype": dtype, "device": value.device.type,
+                "grad": bool(value.requires_grad)}
+    if type(value) in (bool, int, float):
+        if type(value) is int and not -2**63 <= value < 2**63:
+            return {"object": "int (too large)"}
+        return {"number": value, "type": type(value).__name__}
+    if isinstance(value, np.generic) and type(value).__name__ in NUMPY_SCALARS:
+        return {"number": value.item(), "type": f"numpy.{type(value).__name__}"}
+    if type(value) is str:
+        return {"str": value[:max_str]}
+    if value is None:
+        return {"none": True}
+    if type(value) is dict and depth < max_depth and all(type(k) is str for k in value):
+        return {"dict": {k: encode(v, f"{name}_{k}"[:80], arrays, depth + 1, inputs=inputs)
+                         for k, v in list(value.items())[:max_items]}}
+    if type(value) in (tuple, list) and depth < max_depth:
+        return {"seq": [encode(v, f"{name}_{i}", arrays, depth + 1, inputs=inputs)
+                        for i, v in enumerate(value[:max_items])], "type": type(value).__name__}
+    return {"object": type(value).__name__[:60]}
+
+
+def decode(spec, load: Callable[[str], np.ndarray], device: torch.device | str = "cpu", depth: int = 0, *,
+           inputs: bool = False):
+    """The value a spec describes; tensors are loaded with ``load(file name)`` and moved to ``device``."""
+    max_depth, max_items = (10**6, None) if inputs else (MAX_DEPTH, MAX_ITEMS)
+    if not isinstance(spec, dict) or depth > max_depth:
+        return stand_in("unknown")()
+    if "tensor" in spec:
+        name = str(spec["tensor"])
+        if not re.fullmatch(r"[\w.-]+\.npy", name):
+            return stand_in("missing output")()
+        try:
+            arr = load(name)
+        except Exception:  # noqa: BLE001 - a missing or unreadable array is the student's wrong output
+            return stand_in("unreadable output")()
+        if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "biuf":
+            return stand_in("array")()
+        t = torch.from_numpy(np.ascontiguousarray(arr).reshape(arr.shape))  # ascontiguousarray makes 0-d 1-d
+        if spec.get("dtype") == "bfloat16":
+            t = t.to(torch.bfloat16)
+        t = t.to(device)
+        if spec.get("grad") is True and t.is_floating_point():
+            t.requires_grad_(True)  # what the student returned still tracked gradients
+        return t
+    if "number" in spec and type(spec["number"]) in (bool, int, float):
+        kind = spec.get("type")
+        if isinstance(kind, str) and kind.startswith("numpy.") and kind[6:] in NUMPY_SCALARS:
+            return getattr(np, kind[6:])(spec["number"])
+        return {"bool": bool, "int": int, "float": float}.get(kind, type(spec["number"]))(spec["number"])
+    if "str" in spec and isinstance(spec["str"], str):
+        return "".join(list(spec["str"]))  # a new object: `is` against a literal is False in both places
+    if spec.get("none") is True:
+        return None
+    if "dict" in spec and isinstance(spec["dict"], dict):
+        return {str(k): decode(v, load, device, depth + 1, inputs=inputs)
+                for k, v in list(spec["dict"].items())[:max_items]}
+    if "seq" in spec and isinstance(spec["seq"], list):
+        items = [decode(s, load, device, depth + 1, inputs=inputs) for s in spec["seq"][:max_items]]
+        return items if spec.get("type") == "list" else tuple(items)
+    return stand_in(str(spec.get("object", "object")))()
+
+
+def stand_in(type_name: str) -> type:
+    """A stand-in class with the student's type name, so messages say 'returned a Foo'."""
+    name = re.sub(r"\W", "_", type_name)[:60] or "object"
+    return type(name if name.isidentifier() else "object", (), {})
+
+
+def round_trip(value, device: torch.device | str = "cpu", *, inputs: bool = False):
+    """``value`` as the other side of the wall receives it (encoded, then decoded from memory)."""
+    arrays: Arrays = {}
+    spec = encode(value, "v", arrays, inputs=inputs)
+    return decode(spec, arrays.__getitem__, device, inputs=inputs)
+
+
+def changed_in_place(before, after) -> bool:
+    """Whether a tensor argument (or one inside a tuple or list) now holds other values than it did."""
+    if isinstance(before, torch.Tensor):
+        if not isinstance(after, torch.Tensor) or after.shape != before.shape or after.dtype != before.dtype:
+            return True
+        now = after.detach().cpu()
+        if before.is_floating_point():  # NaN != NaN: compare where the NaNs are, then the rest
+            return not (torch.equal(now.isnan(), before.isnan())
+                        and torch.equal(now.nan_to_num(nan=0.0), before.nan_to_num(nan=0.0)))
+        return not torch.equal(now, before)
+    if isinstance(before, tuple | list):
+        return not isinstance(after, tuple | list) or len(after) != len(before) or any(
+            changed_in_place(b, a) for b, a in zip(before, after, strict=False))
+    return False
+
+
+def snapshot(value):
+    """A copy of the tensors in an argument, to tell afterwards whether the student's code changed it."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().clone()
+    if isinstance(value, tuple | list):
+        return type(value)(snapshot(v) for v in value)
+    return value
+
+
+def call_once(fn, args: Sequence, kwargs: dict, seed: int) -> dict:
+    """Call a student's function as both the kernel and the grader do, with torch's RNG seeded first.
+
+    Returns ``{"out": result}`` or ``{"raised": "TypeError: ..."}``, and ``"changed"``: the arguments the
+    call modified in place (positions as strings, keywords by name). ``NotImplementedError`` (the stub) and
+    exceptions that are not ``Exception`` (the grader's time limit) pass through.
+    """
+    before = [snapshot(a) for a in args], {k: snapshot(v) for k, v in kwargs.items()}
+    torch.manual_seed(seed)  # a sampling answer draws the same numbers in Jupyter and in the grader
+    try:
+        result = {"out": fn(*args, **kwargs)}
+    except NotImplementedError:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever the student's code raises is their result
+        result = {"raised": f"{type(e).__name__}: {str(e)[:500]}"}
+    positional = [str(i) for i, (b, a) in enumerate(zip(before[0], args, strict=True)) if changed_in_place(b, a)]
+    result["changed"] = positional + [k for k, v in kwargs.items() if changed_in_place(before[1][k], v)]
+    return result

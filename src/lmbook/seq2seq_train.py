@@ -1,0 +1,110 @@
+"""Training a :class:`lmbook.seq2seq.Seq2Seq` translator: sentence pairs to padded batches of similar length,
+the validation loss, and the training loop (Adam, gradient clipping, an optional cosine decay)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .seq2seq import PAD, Seq2Seq
+
+
+def encode_pairs(pairs: Sequence[tuple[list[str], list[str]]], src_vocab, tgt_vocab):
+    """Sentence pairs → padded source ids x (N, S) ending in <eos>, their lengths (N,), targets y (N, T)
+    as [<bos>, ..., <eos>, <pad>...]."""
+    from .translation import to_batch
+
+    x, x_len = to_batch([src for src, _ in pairs], src_vocab)
+    y, _ = to_batch([tgt for _, tgt in pairs], tgt_vocab, bos=True)
+    return x, x_len, y
+
+
+def length_bucketed_batches(lengths: torch.Tensor, batch_size: int, generator: torch.Generator, pool: int = 50):
+    """Endless random mini-batches (index tensors) of sentences of similar length.
+
+    Each epoch shuffles the data, sorts pools of ``pool`` batches by length, cuts them into batches and
+    shuffles the batches: batches stay random, but little time is spent on padding.
+    """
+    n = len(lengths)
+    while True:
+        perm = torch.randperm(n, generator=generator)
+        for start in range(0, n, batch_size * pool):
+            chunk = perm[start:start + batch_size * pool]
+            chunk = chunk[torch.argsort(lengths[chunk], stable=True)]
+            parts = list(chunk.split(batch_size))
+            for i in torch.randperm(len(parts), generator=generator).tolist():
+                yield parts[i]
+
+
+def _trim(x: torch.Tensor, x_len: torch.Tensor, y: torch.Tensor):
+    """Cut a batch's padding columns down to its longest source and target."""
+    return x[:, : int(x_len.max())], x_len, y[:, : int((y != PAD).sum(1).max())]
+
+
+@dataclass
+class TrainLog:
+    """Training loss at every step; validation loss (and ``metric``) every ``eval_every`` steps; seconds spent."""
+
+    loss: list[float] = field(default_factory=list)
+    val_steps: list[int] = field(default_factory=list)
+    val_loss: list[float] = field(default_factory=list)
+    val_metric: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@torch.no_grad()
+def evaluate_loss(model: Seq2Seq, data, batch_size: int = 500) -> float:
+    """Masked cross-entropy per target token over a whole data set (x, x_len, y)."""
+    model.eval()
+    x, x_len, y = data
+    total = count = 0.0
+    for i in range(0, len(x), batch_size):
+        xb, lb, yb = (t.to(model.device) for t in _trim(x[i:i + batch_size], x_len[i:i + batch_size],
+                                                        y[i:i + batch_size]))
+        n = int((yb[:, 1:] != PAD).sum())
+        total += float(model.loss(xb, lb, yb)) * n
+        count += n
+    return total / count
+
+
+def fit(model: Seq2Seq, train, val=None, *, steps: int, batch_size: int = 64, lr: float = 3e-3,
+        clip: float = 1.0, seed: int = 0, eval_every: int | None = None,
+        metric: Callable[[Seq2Seq], float] | None = None, decay: bool = False) -> TrainLog:
+    """Train with Adam on length-bucketed batches of (x, x_len, y), clipping the gradient norm at ``clip``.
+
+    Every ``eval_every`` steps (and at the end) the validation loss on ``val`` is recorded, and
+    ``metric(model)`` too if given (the time these take is not counted in ``seconds``). With ``decay``
+    the learning rate falls along a cosine from ``lr`` to lr / 10 over the ``steps``; by default it is constant.
+    """
+    device = model.device
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda k: 0.1 + 0.45 * (1 + math.cos(math.pi * k / steps)) if decay else 1.0)
+    x, x_len, y = train
+    batches = length_bucketed_batches(x_len, batch_size, torch.Generator().manual_seed(seed))
+    log, start = TrainLog(), time.perf_counter()
+    for step in range(1, steps + 1):
+        model.train()
+        idx = next(batches)
+        xb, lb, yb = (t.to(device) for t in _trim(x[idx], x_len[idx], y[idx]))
+        loss = model.loss(xb, lb, yb)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        sched.step()
+        log.loss.append(loss.item())
+        if val is not None and eval_every and (step % eval_every == 0 or step == steps):
+            paused = time.perf_counter()
+            log.val_steps.append(step)
+            log.val_loss.append(evaluate_loss(model, val))
+            if metric is not None:
+                log.val_metric.append(metric(model))
+            start += time.perf_counter() - paused
+    log.seconds = time.perf_counter() - start
+    return log

@@ -1,0 +1,255 @@
+"""Exercise 5 (self-attention) as students write it: wrong answers with the mistake they have, and right ones
+written differently from the reference (see test_students.py)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from check_contract import Student
+
+from lmbook.tasks.ch05 import MASKED_ATTENTION, QKV
+
+INF = float("-inf")
+
+
+def _has(check, start: str) -> str:
+    """The misconception of ``check``'s Mutant that begins with ``start`` (word for word)."""
+    (text,) = [m.misconception for m in check.mutants if m.misconception.startswith(start)]
+    return text
+
+
+# ----------------------------------------------------------------------------- qkv_projections
+
+def qkv_no_transpose(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    return X @ W_q + b_q, X @ W_k + b_k, X @ W_v + b_v
+
+
+def qkv_no_bias(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    return torch.matmul(X, W_q.T), torch.matmul(X, W_k.T), torch.matmul(X, W_v.T)
+
+
+def qkv_order(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    q = X @ W_q.T + b_q
+    k = X @ W_k.T + b_k
+    v = X @ W_v.T + b_v
+    return q, v, k
+
+
+def qkv_one_matrix(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    proj = X @ W_q.T + b_q  # "it's self-attention, so they're the same"
+    return proj, proj, proj
+
+
+def qkv_prescaled(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    d_k = W_q.shape[0]
+    return (X @ W_q.T + b_q) / math.sqrt(d_k), X @ W_k.T + b_k, X @ W_v.T + b_v
+
+
+def qkv_bias_first(X, W_q, b_q, W_k, b_k, W_v, b_v):  # adds the bias to the input, before the product
+    return (X + b_q) @ W_q.T, (X + b_k) @ W_k.T, (X + b_v) @ W_v.T
+
+
+def qkv_float32(X, W_q, b_q, W_k, b_k, W_v, b_v):  # float64 inputs come back in float32
+    X = X.float()
+    return X @ W_q.T.float() + b_q.float(), X @ W_k.T.float() + b_k.float(), X @ W_v.T.float() + b_v.float()
+
+
+def qkv_transposes_in_place(X, W_q, b_q, W_k, b_k, W_v, b_v):  # .t_() transposes the caller's weights
+    return X @ W_q.t_() + b_q, X @ W_k.t_() + b_k, X @ W_v.t_() + b_v
+
+
+def qkv_right_matmul_other_side(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    return tuple((W @ X.transpose(1, 2)).transpose(1, 2) + b for W, b in ((W_q, b_q), (W_k, b_k), (W_v, b_v)))
+
+
+def qkv_right_einsum(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    return (torch.einsum("bnd,kd->bnk", X, W_q) + b_q, torch.einsum("bnd,kd->bnk", X, W_k) + b_k,
+            torch.einsum("bnd,kd->bnk", X, W_v) + b_v)
+
+
+def qkv_right_addmm(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    B, n, d = X.shape
+    flat = X.reshape(B * n, d)
+    return tuple(torch.addmm(b, flat, W.T).reshape(B, n, -1) for W, b in ((W_q, b_q), (W_k, b_k), (W_v, b_v)))
+
+
+# ----------------------------------------------------------------------------- masked_attention
+
+def _causal(n, device):
+    return torch.tril(torch.ones(n, n, device=device)).bool()
+
+
+def att_no_scale(Q, K, V, key_mask, causal):
+    scores = Q @ K.transpose(-2, -1)
+    allowed = key_mask.unsqueeze(1)
+    if causal:
+        allowed = allowed & _causal(Q.shape[1], Q.device)
+    A = torch.softmax(scores.masked_fill(~allowed, INF), dim=-1)
+    return A @ V, A
+
+
+def att_by_d(Q, K, V, key_mask, causal):
+    scores = torch.bmm(Q, K.transpose(1, 2)) / Q.shape[-1]
+    allowed = key_mask[:, None, :].expand(-1, Q.shape[1], -1)
+    if causal:
+        allowed = allowed & _causal(Q.shape[1], Q.device)
+    A = torch.softmax(scores.masked_fill(allowed == 0, INF), dim=-1)
+    return torch.bmm(A, V), A
+
+
+def att_softmax_dim1(Q, K, V, key_mask, causal):
+    scores = Q @ K.transpose(1, 2) / math.sqrt(K.shape[2])
+    allowed = key_mask.unsqueeze(1)
+    if causal:
+        allowed = allowed & _causal(Q.shape[1], Q.device)
+    A = scores.masked_fill(~allowed, INF).softmax(dim=1)
+    return A @ V, A
+
+
+def att_mask_after(Q, K, V, key_mask, causal):
+    A = torch.softmax(Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1]), dim=-1)
+    A = A * key_mask.unsqueeze(1)
+    if causal:
+        A = A * _causal(Q.shape[1], Q.device)
+    return A @ V, A
+
+
+def att_mask_after_renormalised(Q, K, V, key_mask, causal):  # right in exact arithmetic; 0/0 for large scores
+    A = torch.softmax(Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1]), dim=-1)
+    A = A * key_mask.unsqueeze(1)
+    if causal:
+        A = A * _causal(Q.shape[1], Q.device)
+    A = A / A.sum(-1, keepdim=True)
+    return A @ V, A
+
+
+def att_triu_as_allowed(Q, K, V, key_mask, causal):  # triu(…, 1) is the future, used as "may attend"
+    n = Q.shape[1]
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    scores = scores.masked_fill(~key_mask.bool().unsqueeze(1), INF)
+    if causal:
+        scores = scores.masked_fill(torch.triu(torch.ones(n, n, device=Q.device), diagonal=1) == 0, INF)
+    A = torch.softmax(scores, dim=-1)
+    return A @ V, A
+
+
+def att_leak_one(Q, K, V, key_mask, causal):
+    n = Q.shape[1]
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    allowed = key_mask.unsqueeze(1)
+    if causal:
+        allowed = allowed & torch.tril(torch.ones(n, n, device=Q.device), diagonal=1).bool()
+    A = torch.softmax(scores.masked_fill(~allowed, INF), dim=-1)
+    return A @ V, A
+
+
+def att_rows_masked(Q, K, V, key_mask, causal):
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    scores = scores.masked_fill(~key_mask.unsqueeze(-1), INF)  # (B, n, 1): broadcasts over the keys
+    if causal:
+        scores = scores.masked_fill(~_causal(Q.shape[1], Q.device), INF)
+    A = torch.softmax(scores, dim=-1)
+    return A @ V, A
+
+
+def att_causal_only(Q, K, V, key_mask, causal):  # forgets the padding mask
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    if causal:
+        scores = scores.masked_fill(~_causal(Q.shape[1], Q.device), INF)
+    A = torch.softmax(scores, dim=-1)
+    return A @ V, A
+
+
+def att_batch_as_dk(Q, K, V, key_mask, causal):  # Q.size(0) is the batch size, not d_k
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.size(0))
+    allowed = key_mask.unsqueeze(1)
+    if causal:
+        allowed = allowed & _causal(Q.shape[1], Q.device)
+    A = torch.softmax(scores.masked_fill(~allowed, INF), dim=-1)
+    return A @ V, A
+
+
+def att_scales_q_in_place(Q, K, V, key_mask, causal):
+    Q /= math.sqrt(Q.shape[-1])
+    allowed = key_mask.unsqueeze(1)
+    if causal:
+        allowed = allowed & _causal(Q.shape[1], Q.device)
+    A = torch.softmax((Q @ K.transpose(1, 2)).masked_fill(~allowed, INF), dim=-1)
+    return A @ V, A
+
+
+def att_exp(Q, K, V, key_mask, causal):
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    allowed = key_mask.unsqueeze(1)
+    if causal:
+        allowed = allowed & _causal(Q.shape[1], Q.device)
+    e = torch.exp(scores) * allowed
+    A = e / e.sum(-1, keepdim=True)
+    return A @ V, A
+
+
+def att_right_minus_1e9(Q, K, V, key_mask, causal):
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    scores = scores.masked_fill(~key_mask[:, None, :], -1e9)
+    if causal:
+        n = Q.shape[1]
+        future = torch.arange(n, device=Q.device)[None, :] > torch.arange(n, device=Q.device)[:, None]
+        scores = scores.masked_fill(future, -1e9)
+    A = scores.softmax(-1)
+    return A @ V, A
+
+
+def att_right_where(Q, K, V, key_mask, causal):
+    n = Q.shape[1]
+    scores = torch.einsum("bik,bjk->bij", Q, K) / Q.shape[-1] ** 0.5
+    ok = key_mask[:, None, :] & (_causal(n, Q.device) if causal else torch.ones(n, n, dtype=torch.bool,
+                                                                                   device=Q.device))
+    A = torch.softmax(torch.where(ok, scores, torch.tensor(INF, dtype=scores.dtype, device=scores.device)), -1)
+    return torch.einsum("bij,bjv->biv", A, V), A
+
+
+def att_right_rows(Q, K, V, key_mask, causal):  # one query at a time, over the keys it may see
+    B, n, _ = Q.shape
+    A = Q.new_zeros(B, n, n)
+    for b in range(B):
+        for i in range(n):
+            keys = key_mask[b].clone()
+            if causal:
+                keys[i + 1:] = False
+            s = K[b][keys] @ Q[b, i] / math.sqrt(Q.shape[-1])
+            A[b, i, keys] = torch.softmax(s, dim=0)
+    return A @ V, A
+
+
+WRONG = {
+    "qkv_projections": [
+        Student(qkv_no_transpose, _has(QKV, "multiplied by W instead of Wᵀ")),
+        Student(qkv_no_bias, _has(QKV, "left out the biases")),
+        Student(qkv_order, _has(QKV, "swapped K and V")),
+        Student(qkv_one_matrix, _has(QKV, "used W_q for all three")),
+        Student(qkv_prescaled, _has(QKV, "divided Q by sqrt(d_k)")),
+        Student(qkv_bias_first, None),
+        Student(qkv_float32, None),
+        Student(qkv_transposes_in_place, None),
+    ],
+    "masked_attention": [
+        Student(att_no_scale, _has(MASKED_ATTENTION, "left out the 1/sqrt(d_k)")),
+        Student(att_by_d, _has(MASKED_ATTENTION, "divided the scores by d_k")),
+        Student(att_softmax_dim1, _has(MASKED_ATTENTION, "took the softmax over the queries")),
+        Student(att_mask_after, _has(MASKED_ATTENTION, "applied the mask after the softmax")),
+        Student(att_mask_after_renormalised, None),
+        Student(att_triu_as_allowed, _has(MASKED_ATTENTION, "inverted the causal mask")),
+        Student(att_leak_one, _has(MASKED_ATTENTION, "let the future leak by one")),
+        Student(att_rows_masked, _has(MASKED_ATTENTION, "masked padded queries (rows)")),
+        Student(att_causal_only, _has(MASKED_ATTENTION, "attended to padding")),
+        Student(att_batch_as_dk, None),
+        Student(att_scales_q_in_place, None),
+        Student(att_exp, _has(MASKED_ATTENTION, "computed exp(scores) directly")),
+    ],
+}
+
+RIGHT = {
+    "qkv_projections": [qkv_right_matmul_other_side, qkv_right_einsum, qkv_right_addmm],
+    "masked_attention": [att_right_minus_1e9, att_right_where, att_right_rows],
+}

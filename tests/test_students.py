@@ -1,0 +1,134 @@
+"""The checks against what students actually write, for every released exercise.
+
+Each exercise has a module ``tests/students_chNN.py`` with, for every graded task, implementations written
+as a student would (not derived from the reference):
+
+    WRONG = {"task": [Student(fn, has="the misconception it has, word for word from the task's Mutant", or None)]}
+    RIGHT = {"task": [fn, ...]}   # correct, but written differently from the reference
+
+and this file holds them to the bar: every wrong one loses points and every right one gets full marks, in
+Jupyter and in the grader alike (the same decision, on values that crossed the sandbox's wall), and no wrong
+one is told a misconception it does not have. ``feedback_quality()`` counts, per exercise, how many wrong
+ones are caught, named, and named correctly (`python tests/test_students.py` prints the table).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from lmbook.grading.checks import CheckFailed, run_check
+from lmbook.tasks import ASSIGNMENTS
+
+sys.path.insert(0, str(Path(__file__).parent))
+from check_contract import Student  # noqa: E402, F401  (the students modules build their lists with it)
+from test_verdict import grader_verdict  # noqa: E402
+
+MIN_WRONG, MIN_RIGHT = 6, 3
+CPU = torch.device("cpu")
+SEEDS = (5, 1234)  # visible and hidden cases are run with each
+
+
+def _students(assignment: str):
+    try:
+        return importlib.import_module(f"students_{assignment}")
+    except ModuleNotFoundError:  # test_every_exercise_has_its_students says so
+        return SimpleNamespace(WRONG={}, RIGHT={}, missing=True)
+
+
+def _registry(assignment: str):
+    return importlib.import_module(f"lmbook.tasks.{assignment}").check
+
+
+def verdicts(assignment: str, task: str, fn: Callable, tmp_path: Path) -> list[tuple[bool, str]]:
+    """The grader's verdicts on every visible and hidden call; Jupyter's must be the same."""
+    check = _registry(assignment).checks[task]
+    out = []
+    for hidden in (False, True):
+        for seed in SEEDS:
+            grader = grader_verdict(check, fn, hidden=hidden, seed=seed, tmp_path=tmp_path)
+            try:
+                run_check(check, fn, hidden=hidden, seed=seed, device=CPU, verbose=False)
+                kernel_ok = True
+            except CheckFailed as e:
+                kernel_ok = False
+                assert grader == (False, str(e)), f"Jupyter and the grader disagree:\n{e}\n---\n{grader[1]}"
+            assert kernel_ok == grader[0], f"Jupyter passed it, the grader did not:\n{grader[1]}"
+            out.append(grader)
+    return out
+
+
+def named_mistakes(check, messages: list[str]) -> set[str]:
+    return {m.misconception for m in check.mutants if any(m.misconception in msg for msg in messages)}
+
+
+def _tasks(assignment: str) -> list[str]:
+    return [t for t, c in _registry(assignment).checks.items() if c.probe == "call"]
+
+
+def test_every_exercise_has_its_students():
+    for a in ASSIGNMENTS:
+        module = _students(a)
+        assert not getattr(module, "missing", False), f"write tests/students_{a}.py"
+        for task in _tasks(a):
+            assert all(isinstance(s, Student) for s in module.WRONG.get(task, [])), f"{a}.{task}: use Student(...)"
+            assert len(module.WRONG.get(task, [])) >= MIN_WRONG, f"{a}.{task}: fewer than {MIN_WRONG} wrong answers"
+            assert len(module.RIGHT.get(task, [])) >= MIN_RIGHT, f"{a}.{task}: fewer than {MIN_RIGHT} right answers"
+
+
+WRONG = [(a, task, i) for a in ASSIGNMENTS for task in _tasks(a) for i in range(len(_students(a).WRONG.get(task, [])))]
+RIGHT = [(a, task, i) for a in ASSIGNMENTS for task in _tasks(a) for i in range(len(_students(a).RIGHT.get(task, [])))]
+
+
+@pytest.mark.parametrize(("assignment", "task", "index"), WRONG)
+def test_a_wrong_answer_loses_points_and_is_never_told_a_mistake_it_does_not_have(assignment, task, index, tmp_path):
+    student: Student = _students(assignment).WRONG[task][index]
+    results = verdicts(assignment, task, student.fn, tmp_path)
+    assert not all(ok for ok, _ in results), f"{student.note or student.fn.__name__}: full marks for a wrong answer"
+    told = named_mistakes(_registry(assignment).checks[task], [m for ok, m in results if not ok])
+    assert told <= ({student.has} if student.has else set()), (
+        f"{student.note or student.fn.__name__} was told {told}, but its mistake is {student.has!r}")
+
+
+@pytest.mark.parametrize(("assignment", "task", "index"), RIGHT)
+def test_a_right_answer_written_differently_gets_full_marks(assignment, task, index, tmp_path):
+    fn = _students(assignment).RIGHT[task][index]
+    failed = [m for ok, m in verdicts(assignment, task, fn, tmp_path) if not ok]
+    assert not failed, failed[0]
+
+
+def feedback_quality(assignments: tuple[str, ...] = ASSIGNMENTS) -> dict[str, dict[str, int]]:
+    """Per exercise: wrong answers in the suite, caught (lose points), named, named correctly."""
+    table = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for a in assignments:
+            row = {"wrong": 0, "caught": 0, "named": 0, "named_correctly": 0, "right": 0, "right_pass": 0}
+            for task in _tasks(a):
+                check = _registry(a).checks[task]
+                for student in _students(a).WRONG.get(task, []):
+                    results = verdicts(a, task, student.fn, Path(tmp))
+                    told = named_mistakes(check, [m for ok, m in results if not ok])
+                    row["wrong"] += 1
+                    row["caught"] += not all(ok for ok, _ in results)
+                    row["named"] += bool(told)
+                    row["named_correctly"] += bool(told) and told == {student.has}
+                for fn in _students(a).RIGHT.get(task, []):
+                    row["right"] += 1
+                    row["right_pass"] += all(ok for ok, _ in verdicts(a, task, fn, Path(tmp)))
+            table[a] = row
+    return table
+
+
+if __name__ == "__main__":  # python tests/test_students.py [ch02 ...]: the feedback-quality table
+    print("| exercise | wrong answers | caught | named | named correctly | right answers | full marks |")
+    print("|---|---|---|---|---|---|---|")
+    for a, r in feedback_quality(tuple(sys.argv[1:]) or ASSIGNMENTS).items():
+        print(f"| {a} | {r['wrong']} | {r['caught']} | {r['named']} | {r['named_correctly']} | {r['right']} | "
+              f"{r['right_pass']} |")
