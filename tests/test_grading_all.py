@@ -2,8 +2,8 @@
 
 Exercise 1 is covered in more detail by test_autograde.py (exact per-task grades of six samples);
 this file covers the others, each with a submission whose last answer is left blank, and one where it does
-not parse (each loses exactly the tests of that answer's functions) and, where written below, one with known
-mistakes in some tasks.
+not parse (each loses exactly the tests of that answer's functions), and one with known mistakes in some
+tasks, written below.
 """
 
 import ast
@@ -115,6 +115,17 @@ def clip_grad_norm(grads, max_norm):
     return torch.nn.utils.clip_grad_norm_(grads, max_norm)  # torch's own: not graded
 '''}, {"test_gru_cell", "hidden_gru_cell", "test_classify", "hidden_classify", "test_clip_grad_norm",
        "hidden_clip_grad_norm"}),
+    "ch05": ({
+        "masked_attention": '''
+def masked_attention(Q, K, V, key_mask, causal):
+    n, d_k = Q.shape[1], Q.shape[-1]
+    A = torch.softmax(Q @ K.transpose(1, 2) / math.sqrt(d_k), dim=-1)
+    allowed = key_mask[:, None, :]
+    if causal:
+        allowed = allowed & torch.ones(n, n, dtype=torch.bool, device=Q.device).tril()
+    A = A * allowed  # the mask after the softmax: the rows no longer sum to 1
+    return A @ V, A
+'''}, {"test_masked_attention", "hidden_masked_attention"}),
 }
 
 
@@ -182,12 +193,12 @@ NAMED = {
     "ch02": ("swapped the update gate", "averaged over padding", "clip_grad_norm_"),
     "ch03": ("not graded", "picked the final answer by the raw sum", "did not clip the n-gram counts"),
     "ch04": ("exactly -inf", "subtract each row", "[c_t; emb(y_{t-1})]"),
+    "ch05": ("applied the mask after the softmax",),
 }
 
 
 def test_known_mistakes_lose_exactly_their_tasks_points(graded):
-    if not graded["zero"]:
-        pytest.skip(f"no wrong submission written for {graded['assignment']}")
+    assert graded["zero"], f"write a submission with known mistakes for {graded['assignment']} in WRONG"
     expected = sum(p for gid, p in graded["cells"].items() if gid not in graded["zero"])
     row = graded["rows"]["wrong"]
     assert float(row["total"]) == expected, row

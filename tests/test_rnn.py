@@ -4,7 +4,17 @@ import pytest
 import torch
 from torch import nn
 
-from lmbook.rnn import RNNLM, GRUCell, LSTMCell, RNNCell, clip_grad_norm, gradient_by_distance, pool, unroll
+from lmbook.rnn import (
+    RNNLM,
+    GRUCell,
+    LSTMCell,
+    RNNCell,
+    clip_grad_norm,
+    gradient_by_distance,
+    pool,
+    train_tbptt,
+    unroll,
+)
 
 torch.manual_seed(0)
 PAIRS = [(RNNCell, nn.RNNCell), (LSTMCell, nn.LSTMCell), (GRUCell, nn.GRUCell)]
@@ -96,6 +106,36 @@ def test_the_language_model_trains_and_carries_state_across_chunks():
     first, state = model(ids[:, :7])
     second, _ = model(ids[:, 7:], state)
     torch.testing.assert_close(torch.cat([first, second], 1), whole)  # chunks + carried state = one pass
+
+
+def test_truncated_bptt_equals_a_loop_with_torchs_clipping():
+    """train_tbptt against the loop written out with torch's clip_grad_norm_, same start, same data."""
+    ids = torch.randint(0, 7, (203,), generator=torch.Generator().manual_seed(1))
+    torch.manual_seed(0)
+    ours = RNNLM(vocab_size=7, d_emb=4, hidden_size=8, cell="gru")
+    theirs = RNNLM(vocab_size=7, d_emb=4, hidden_size=8, cell="gru")
+    theirs.load_state_dict(ours.state_dict())
+    losses = train_tbptt(ours, ids, n_streams=4, chunk=10, epochs=2, lr=0.01, clip=0.5)
+
+    opt = torch.optim.Adam(theirs.parameters(), lr=0.01)
+    data = ids[:200].view(4, 50)  # 4 streams of 50 words; the last 3 words are dropped
+    expected = []
+    for _ in range(2):
+        state = None
+        for start in range(0, 49, 10):
+            x, y = data[:, start : start + 10], data[:, start + 1 : start + 11]
+            x = x[:, : y.shape[1]]
+            logits, state = theirs(x, state)
+            loss = nn.functional.cross_entropy(logits.reshape(-1, 7), y.reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(theirs.parameters(), 0.5)
+            opt.step()
+            state = state.detach()
+            expected.append(loss.item())
+    assert losses == pytest.approx(expected, rel=1e-5), "the chunk losses differ from the written-out loop"
+    for (name, p), q in zip(ours.named_parameters(), theirs.parameters(), strict=True):
+        torch.testing.assert_close(p, q, msg=lambda m, name=name: f"{name} after training: {m}")
 
 
 def test_gradient_by_distance_equals_the_jacobian():

@@ -161,5 +161,34 @@ def detach_state(state):
     return tuple(s.detach() for s in state) if isinstance(state, tuple) else state.detach()
 
 
+def train_tbptt(model: RNNLM, ids: torch.Tensor, n_streams: int = 32, chunk: int = 32, epochs: int = 6,
+                lr: float = 3e-3, clip: float = 1.0) -> list[float]:
+    """Chapter 2's truncated BPTT with Adam, for later chapters' baselines; returns the loss of every chunk.
+
+    The text is cut into ``n_streams`` parallel streams (one per row); each epoch reads them in chunks of
+    ``chunk`` words, carrying the state from chunk to chunk, clipping the gradient's total norm to ``clip``
+    and detaching the state after each update.
+    """
+    device = next(model.parameters()).device
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    n = len(ids) // n_streams
+    data = ids[: n * n_streams].view(n_streams, n).to(device)
+    losses = []
+    for _ in range(epochs):
+        model.train()
+        state = None  # h_0 = 0 at the start of each pass over the text
+        for start in range(0, data.shape[1] - 1, chunk):
+            y = data[:, start + 1 : start + chunk + 1]  # next words (B, T)
+            logits, state = model(data[:, start : start + y.shape[1]], state)
+            loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            clip_grad_norm(model.parameters(), clip)
+            opt.step()
+            state = detach_state(state)
+            losses.append(loss.item())
+    return losses
+
+
 __all__ = ["RNNCell", "LSTMCell", "GRUCell", "unroll", "pool", "clip_grad_norm", "gradient_by_distance", "RNNLM",
-           "detach_state"]
+           "detach_state", "train_tbptt"]
