@@ -147,6 +147,14 @@ HEADLINES = {
         ("LSTM: agreement beyond the FFNN's window", "agree_lstm_far"),
         ("one attention layer: fitted exponent of time in n", "time_exponent"),
     ],
+    "ch06_multihead_attention": [
+        ("causal LM, 4 heads: test perplexity", "mh_ppl"),
+        ("causal LM, 1 head (same parameters): test perplexity", "sh_ppl"),
+        ("true model (floor): test perplexity", "floor_ppl"),
+        ("subject head: weight on the subject from the word before the verb", "best_subj_w"),
+        ("agreement behind a phrase, all heads", "agree_all"),
+        ("agreement behind a phrase, subject head switched off", "agree_best_off"),
+    ],
 }
 
 

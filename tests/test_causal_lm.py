@@ -91,3 +91,59 @@ def test_every_verb_of_the_corpus_has_a_subject_at_a_possible_distance():
     sites = verb_sites(corpus.test, corpus.vocab)
     assert len(sites.pos) > 200
     assert not ((sites.dist == 2) | (sites.dist == 3)).any()
+
+
+# ----------------------------------------------------------------------------- several heads (chapter 6)
+
+
+def _multihead(V=11, block=8, n_head=4, seed=0):
+    torch.manual_seed(seed)
+    return CausalLM(LMConfig(V, block_size=block, d_model=16, n_layer=2, d_ff=32, n_head=n_head))
+
+
+def test_one_head_builds_chapter_5s_parameters_in_chapter_5s_order():
+    names = [name for name, _ in _model().named_parameters()]
+    block = ["ln_1.weight", "ln_1.bias", "attn.W_q.weight", "attn.W_k.weight", "attn.W_v.weight", "proj.weight",
+             "proj.bias", "ln_2.weight", "ln_2.bias", "ffn.0.weight", "ffn.0.bias", "ffn.2.weight", "ffn.2.bias"]
+    assert names == ["wte.weight", "wpe.weight", *[f"blocks.{i}.{p}" for i in range(2) for p in block],
+                     "ln_f.weight", "ln_f.bias", "head.weight"]
+    assert LMConfig(11).n_head == 1
+
+
+def test_one_head_and_several_heads_have_the_same_number_of_parameters():
+    counts = {h: sum(p.numel() for p in _multihead(n_head=h).parameters()) for h in (1, 2, 4, 8)}
+    assert len(set(counts.values())) == 1, counts
+    names = [name for name, _ in _multihead(n_head=4).blocks[0].named_parameters()]
+    assert "attn.in_proj.weight" in names and "attn.in_proj.bias" not in names and "attn.out_proj.bias" in names
+
+
+def test_multihead_weights_have_one_map_per_head():
+    m = _multihead(n_head=4)
+    logits, weights = m(torch.randint(0, 11, (3, 6)), return_weights=True)
+    assert logits.shape == (3, 6, 11)
+    assert len(weights) == 2 and all(w.shape == (3, 4, 6, 6) for w in weights)
+    torch.testing.assert_close(weights[1].sum(-1), torch.ones(3, 4, 6))
+    assert torch.all(weights[0].triu(1) == 0)  # no head puts weight on the future
+    assert not torch.allclose(weights[0][:, 0], weights[0][:, 1])  # the heads differ
+
+
+def test_multihead_model_is_causal():
+    m = _multihead(n_head=2).eval()
+    ids = torch.randint(0, 11, (2, 8))
+    changed = ids.clone()
+    changed[:, 5] = (changed[:, 5] + 1) % 11
+    a, b = m(ids), m(changed)
+    torch.testing.assert_close(a[:, :5], b[:, :5])
+    assert not torch.allclose(a[:, 5:], b[:, 5:])
+
+
+def test_heads_must_divide_the_width():
+    with pytest.raises(ValueError, match="divisible"):
+        _multihead(n_head=3)
+
+
+def test_multihead_model_trains():
+    ids = torch.arange(2000) % 7
+    m = _multihead(V=7, n_head=4)
+    train_lm(m, ids, steps=150, batch_size=16, lr=1e-2, warmup=10)
+    assert math.exp(stream_loss(m, ids[:200])) < 1.2

@@ -126,6 +126,22 @@ def masked_attention(Q, K, V, key_mask, causal):
     A = A * allowed  # the mask after the softmax: the rows no longer sum to 1
     return A @ V, A
 '''}, {"test_masked_attention", "hidden_masked_attention"}),
+    "ch06": ({
+        "multihead_attention": '''
+def multihead_attention(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                        key_padding_mask, causal):
+    W_q, W_k, W_v = in_proj_weight.chunk(3)
+    b_q, b_k, b_v = in_proj_bias.chunk(3)
+    q = split_heads(query @ W_q.T + b_q, n_head)
+    k = split_heads(key @ W_k.T + b_k, n_head)
+    v = split_heads(value @ W_v.T + b_v, n_head)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    allowed = key_padding_mask[:, None, None, :]  # exercise 5's convention: but True is padding here
+    if causal:
+        allowed = allowed & torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).tril()
+    A = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    return merge_heads(A @ v) @ out_proj_weight.T + out_proj_bias, A
+'''}, {"test_multihead_attention", "hidden_multihead_attention"}),
 }
 
 
@@ -194,6 +210,7 @@ NAMED = {
     "ch03": ("not graded", "picked the final answer by the raw sum", "did not clip the n-gram counts"),
     "ch04": ("exactly -inf", "subtract each row", "[c_t; emb(y_{t-1})]"),
     "ch05": ("applied the mask after the softmax",),
+    "ch06": ("inverted the padding mask",),
 }
 
 

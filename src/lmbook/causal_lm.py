@@ -1,14 +1,18 @@
-"""A small causal self-attention language model and its training (chapter 5; chapters 9-10 build on it).
+"""A small causal self-attention language model and its training (chapters 5-6; chapters 9-10 build on it).
 
     x_t = E[w_t] + P[t]                        word embedding plus a learned position embedding (chapter 7)
     for each block:
-        x = x + SelfAttention(LN(x), causal)    every position reads the positions up to itself
+        x = x + Attention(LN(x), causal) W_o    every position reads the positions up to itself
         x = x + FFN(LN(x))                      a two-layer network applied to each position on its own
     logits = LN(x) U                             one next-word prediction per position
 
 The residual connections (x + ...) and the LayerNorms (LN) are chapter 8's subject; here they only keep
-training stable. The attention is :class:`lmbook.self_attention.SelfAttention`, one head, no bias.
-nanoGPT's ``model.py`` is the model for this file; this one is smaller and single-headed.
+training stable. With ``n_head=1`` (chapter 5) the attention is :class:`lmbook.self_attention.SelfAttention`,
+one head without bias, followed by the block's own projection ``proj`` (W_o, with a bias). With ``n_head=h > 1``
+(chapter 6) it is :class:`lmbook.multihead.MultiHeadAttention`, h heads of size d_model/h, whose ``out_proj``
+is W_o; its query, key and value maps have no bias either, so both kinds of block have the same parameters in
+number: 4 d_model² + d_model for the attention. nanoGPT's ``model.py`` is the model for this file; this one is
+smaller.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .multihead import MultiHeadAttention
 from .self_attention import SelfAttention, causal_mask
 
 
@@ -30,6 +35,7 @@ class LMConfig:
     d_model: int = 64
     n_layer: int = 2
     d_ff: int = 256  # the feed-forward network's hidden size (4 x d_model)
+    n_head: int = 1  # attention heads of size d_model / n_head (1: chapter 5's single-head block)
 
 
 class Block(nn.Module):
@@ -37,14 +43,24 @@ class Block(nn.Module):
 
     def __init__(self, cfg: LMConfig):
         super().__init__()
+        self.n_head = cfg.n_head
         self.ln_1 = nn.LayerNorm(cfg.d_model)
-        self.attn = SelfAttention(cfg.d_model, cfg.d_model)
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model)  # maps the attention output back into the residual stream
+        if cfg.n_head == 1:
+            self.attn = SelfAttention(cfg.d_model, cfg.d_model)
+            self.proj = nn.Linear(cfg.d_model, cfg.d_model)  # maps the attention output back into the residual stream
+        else:
+            self.attn = MultiHeadAttention(cfg.d_model, cfg.n_head)  # its out_proj (W_o) does proj's job
+            self.attn.in_proj.register_parameter("bias", None)  # no bias on Q, K, V, as in SelfAttention
+            self.proj = nn.Identity()
         self.ln_2 = nn.LayerNorm(cfg.d_model)
         self.ffn = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Linear(cfg.d_ff, cfg.d_model))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        y, weights = self.attn(self.ln_1(x), mask)
+        """Returns the new x and the attention weights: (B, n, n) with one head, (B, h, n, n) with h."""
+        if self.n_head == 1:
+            y, weights = self.attn(self.ln_1(x), mask)
+        else:
+            y, weights = self.attn(self.ln_1(x), mask=mask)
         x = x + self.proj(y)
         x = x + self.ffn(self.ln_2(x))
         return x, weights
@@ -62,7 +78,8 @@ class CausalLM(nn.Module):
 
     def forward(self, ids: torch.Tensor, return_weights: bool = False):
         """ids (B, n) with n ≤ block_size → logits (B, n, V); row t predicts word t + 1 from words ≤ t.
-        With ``return_weights``, also every block's attention weights, a list of (B, n, n)."""
+        With ``return_weights``, also every block's attention weights, a list of (B, n, n) with one head
+        and of (B, h, n, n) with h heads."""
         n = ids.shape[1]
         if n > self.cfg.block_size:
             raise ValueError(f"sequence of {n} tokens, longer than block_size={self.cfg.block_size}")

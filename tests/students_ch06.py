@@ -1,0 +1,379 @@
+"""Exercise 6 (multi-head attention) as students write it: wrong answers with the mistake they have, and right ones
+written differently from the reference (see test_students.py)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from check_contract import Student
+
+from lmbook.tasks.ch06 import MERGE_HEADS, MULTIHEAD_ATTENTION, SPLIT_HEADS
+
+INF = float("-inf")
+
+
+def _has(check, start: str) -> str:
+    """The misconception of ``check``'s Mutant that begins with ``start`` (word for word)."""
+    (text,) = [m.misconception for m in check.mutants if m.misconception.startswith(start)]
+    return text
+
+
+# ----------------------------------------------------------------------------- split_heads
+
+def split_reshape_straight(x, n_head):
+    B, n, d = x.shape
+    return x.reshape(B, n_head, n, d // n_head)
+
+
+def split_step_slices(x, n_head):  # x[..., i::n_head] takes every n_head-th feature
+    return torch.stack([x[..., i::n_head] for i in range(n_head)], dim=1)
+
+
+def split_forgot_transpose(x, n_head):
+    B, n, d = x.shape
+    return x.view(B, n, n_head, d // n_head)
+
+
+def split_head_size(x, n_head):  # -1 is the number of heads here, n_head the size of each
+    B, n, d = x.shape
+    return x.view(B, n, -1, n_head).transpose(1, 2)
+
+
+def split_chunk_positions(x, n_head):  # chunks the positions, not the features
+    return torch.stack(x.chunk(n_head, dim=1), dim=1)
+
+
+def split_transpose_last(x, n_head):
+    B, n, d = x.shape
+    return x.view(B, n, n_head, d // n_head).transpose(2, 3)
+
+
+def split_float32(x, n_head):  # float64 inputs come back in float32
+    B, n, d = x.shape
+    return x.float().view(B, n, n_head, d // n_head).transpose(1, 2)
+
+
+def split_right_slices(x, n_head):
+    d_head = x.shape[-1] // n_head
+    return torch.stack([x[:, :, i * d_head:(i + 1) * d_head] for i in range(n_head)], dim=1)
+
+
+def split_right_chunk(x, n_head):
+    return torch.stack(x.chunk(n_head, dim=-1), dim=1)
+
+
+def split_right_permute(x, n_head):
+    B, n, d = x.shape
+    return x.reshape(B, n, n_head, -1).permute(0, 2, 1, 3).contiguous()
+
+
+def split_right_unflatten(x, n_head):
+    return x.unflatten(-1, (n_head, -1)).transpose(1, 2)
+
+
+# ----------------------------------------------------------------------------- merge_heads
+
+def merge_reshape_straight(x):
+    B, h, n, d_head = x.shape
+    return x.reshape(B, n, h * d_head)
+
+
+def merge_permute_wrong(x):
+    B, h, n, d_head = x.shape
+    return x.permute(0, 2, 3, 1).reshape(B, n, -1)
+
+
+def merge_transpose_only(x):
+    return x.transpose(1, 2).contiguous()
+
+
+def merge_mean(x):
+    return x.mean(dim=1)
+
+
+def merge_sum(x):
+    return x.sum(dim=1)
+
+
+def merge_view_after_transpose(x):  # a transposed tensor is not contiguous: .view raises
+    B, h, n, d_head = x.shape
+    return x.transpose(1, 2).view(B, n, h * d_head)
+
+
+def merge_cat_positions(x):  # the heads one after the other along the positions
+    return torch.cat(x.unbind(1), dim=1)
+
+
+def merge_float32(x):
+    B, h, n, d_head = x.shape
+    return x.transpose(1, 2).reshape(B, n, h * d_head).to(torch.float32)
+
+
+def merge_right_cat(x):
+    return torch.cat(x.unbind(1), dim=-1)
+
+
+def merge_right_loop(x):
+    return torch.cat([x[:, i] for i in range(x.shape[1])], dim=-1)
+
+
+def merge_right_contiguous_view(x):
+    B, h, n, d_head = x.shape
+    return x.permute(0, 2, 1, 3).contiguous().view(B, n, -1)
+
+
+def merge_right_einsum(x):
+    B, h, n, d_head = x.shape
+    return torch.einsum("bhnd->bnhd", x).reshape(B, n, h * d_head)
+
+
+# ----------------------------------------------------------------------------- multihead_attention
+
+def _heads(x, n_head):
+    B, n, d = x.shape
+    return x.view(B, n, n_head, d // n_head).transpose(1, 2)
+
+
+def _merge(y):
+    B, h, n, d_head = y.shape
+    return y.transpose(1, 2).reshape(B, n, h * d_head)
+
+
+def _attend(q, k, v, key_padding_mask, causal, scale):
+    scores = q @ k.transpose(-2, -1) / scale
+    blocked = key_padding_mask[:, None, None, :]
+    if causal:
+        n = q.shape[2]
+        blocked = blocked | torch.triu(torch.ones(n, n, dtype=torch.bool, device=q.device), diagonal=1)
+    A = torch.softmax(scores.masked_fill(blocked, INF), dim=-1)
+    return A @ v, A
+
+
+def _project(query, key, value, W, b):
+    W_q, W_k, W_v = W.chunk(3)
+    b_q, b_k, b_v = b.chunk(3)
+    return query @ W_q.T + b_q, key @ W_k.T + b_k, value @ W_v.T + b_v
+
+
+def mha_no_scale(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                 key_padding_mask, causal):
+    q, k, v = (_heads(t, n_head) for t in _project(query, key, value, in_proj_weight, in_proj_bias))
+    scores = torch.einsum("bhid,bhjd->bhij", q, k)
+    blocked = key_padding_mask[:, None, None, :]
+    if causal:
+        blocked = blocked | torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1)
+    A = scores.masked_fill(blocked, INF).softmax(-1)
+    return _merge(torch.einsum("bhij,bhjd->bhid", A, v)) @ out_proj_weight.T + out_proj_bias, A
+
+
+def mha_sqrt_d(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+               key_padding_mask, causal):
+    q, k, v = (_heads(t, n_head) for t in _project(query, key, value, in_proj_weight, in_proj_bias))
+    y, A = _attend(q, k, v, key_padding_mask, causal, math.sqrt(query.shape[-1]))  # d, not d_head
+    return _merge(y) @ out_proj_weight.T + out_proj_bias, A
+
+
+def mha_mask_true_is_real(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                          key_padding_mask, causal):  # exercise 5's habit: True = may attend
+    q, k, v = (_heads(t, n_head) for t in _project(query, key, value, in_proj_weight, in_proj_bias))
+    y, A = _attend(q, k, v, ~key_padding_mask, causal, math.sqrt(q.shape[-1]))
+    return _merge(y) @ out_proj_weight.T + out_proj_bias, A
+
+
+def mha_kv_swapped(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                   key_padding_mask, causal):
+    W_q, W_v, W_k = in_proj_weight.chunk(3)
+    b_q, b_v, b_k = in_proj_bias.chunk(3)
+    q = _heads(F.linear(query, W_q, b_q), n_head)
+    k = _heads(F.linear(key, W_k, b_k), n_head)
+    v = _heads(F.linear(value, W_v, b_v), n_head)
+    y, A = _attend(q, k, v, key_padding_mask, causal, math.sqrt(q.shape[-1]))
+    return F.linear(_merge(y), out_proj_weight, out_proj_bias), A
+
+
+def mha_no_out_proj(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                    key_padding_mask, causal):
+    q, k, v = (_heads(t, n_head) for t in _project(query, key, value, in_proj_weight, in_proj_bias))
+    y, A = _attend(q, k, v, key_padding_mask, causal, math.sqrt(q.shape[-1]))
+    return _merge(y), A
+
+
+def mha_averaged_weights(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                         key_padding_mask, causal):  # what nn.MultiheadAttention returns by default
+    q, k, v = (_heads(t, n_head) for t in _project(query, key, value, in_proj_weight, in_proj_bias))
+    y, A = _attend(q, k, v, key_padding_mask, causal, math.sqrt(q.shape[-1]))
+    return _merge(y) @ out_proj_weight.T + out_proj_bias, A.mean(dim=1)
+
+
+def mha_reshape_straight(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                         key_padding_mask, causal):
+    B, n_q, d = query.shape
+    q, k, v = _project(query, key, value, in_proj_weight, in_proj_bias)
+    q, k, v = (t.reshape(B, n_head, t.shape[1], d // n_head) for t in (q, k, v))
+    y, A = _attend(q, k, v, key_padding_mask, causal, math.sqrt(d // n_head))
+    return y.reshape(B, n_q, d) @ out_proj_weight.T + out_proj_bias, A
+
+
+def mha_merge_straight(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                       key_padding_mask, causal):
+    B, n_q, d = query.shape
+    q, k, v = (_heads(t, n_head) for t in _project(query, key, value, in_proj_weight, in_proj_bias))
+    y, A = _attend(q, k, v, key_padding_mask, causal, math.sqrt(q.shape[-1]))
+    return y.reshape(B, n_q, d) @ out_proj_weight.T + out_proj_bias, A
+
+
+def mha_loop_strided_heads(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias,
+                           n_head, key_padding_mask, causal):  # head i = features i, i + n_head, ...; put back so
+    q, k, v = _project(query, key, value, in_proj_weight, in_proj_bias)
+    outs, weights = [], []
+    for i in range(n_head):
+        y, A = _attend(q[..., i::n_head].unsqueeze(1), k[..., i::n_head].unsqueeze(1),
+                       v[..., i::n_head].unsqueeze(1), key_padding_mask, causal, math.sqrt(q.shape[-1] // n_head))
+        outs.append(y[:, 0])
+        weights.append(A[:, 0])
+    y = torch.stack(outs, dim=-1).flatten(2)  # feature f of head i back at f * n_head + i
+    return y @ out_proj_weight.T + out_proj_bias, torch.stack(weights, dim=1)
+
+
+def mha_loop_strided_cat(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias,
+                         n_head, key_padding_mask, causal):  # strided heads, then concatenated as blocks
+    q, k, v = _project(query, key, value, in_proj_weight, in_proj_bias)
+    outs, weights = [], []
+    for i in range(n_head):
+        y, A = _attend(q[..., i::n_head].unsqueeze(1), k[..., i::n_head].unsqueeze(1),
+                       v[..., i::n_head].unsqueeze(1), key_padding_mask, causal, math.sqrt(q.shape[-1] // n_head))
+        outs.append(y[:, 0])
+        weights.append(A[:, 0])
+    return torch.cat(outs, dim=-1) @ out_proj_weight.T + out_proj_bias, torch.stack(weights, dim=1)
+
+
+def mha_ignores_causal(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                       key_padding_mask, causal):
+    q, k, v = (_heads(t, n_head) for t in _project(query, key, value, in_proj_weight, in_proj_bias))
+    y, A = _attend(q, k, v, key_padding_mask, False, math.sqrt(q.shape[-1]))
+    return _merge(y) @ out_proj_weight.T + out_proj_bias, A
+
+
+def mha_query_everywhere(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                         key_padding_mask, causal):  # "self-attention": keys and values from the query too
+    q, k, v = (_heads(t, n_head) for t in _project(query, query, query, in_proj_weight, in_proj_bias))
+    y, A = _attend(q, k, v, key_padding_mask, causal, math.sqrt(q.shape[-1]))
+    return _merge(y) @ out_proj_weight.T + out_proj_bias, A
+
+
+def mha_float32(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                key_padding_mask, causal):
+    q, k, v = (_heads(t.float(), n_head) for t in _project(query, key, value, in_proj_weight, in_proj_bias))
+    y, A = _attend(q, k, v, key_padding_mask, causal, math.sqrt(q.shape[-1]))
+    return _merge(y) @ out_proj_weight.T.float() + out_proj_bias.float(), A
+
+
+def mha_softmax_over_queries(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias,
+                             n_head, key_padding_mask, causal):
+    q, k, v = (_heads(t, n_head) for t in _project(query, key, value, in_proj_weight, in_proj_bias))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    blocked = key_padding_mask[:, None, None, :]
+    if causal:
+        blocked = blocked | torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1)
+    A = torch.softmax(scores.masked_fill(blocked, INF), dim=-2)
+    return _merge(A @ v) @ out_proj_weight.T + out_proj_bias, A
+
+
+def mha_right_loop(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                   key_padding_mask, causal):  # one head at a time, with an additive mask of 0 and -inf
+    d = query.shape[-1]
+    d_head = d // n_head
+    q, k, v = _project(query, key, value, in_proj_weight, in_proj_bias)
+    bias = torch.zeros(key_padding_mask.shape, dtype=q.dtype, device=q.device).masked_fill(key_padding_mask, INF)
+    bias = bias[:, None, :]
+    if causal:
+        n = query.shape[1]
+        bias = bias + torch.full((n, n), INF, dtype=q.dtype, device=q.device).triu(1)
+    outs, weights = [], []
+    for i in range(n_head):
+        cols = slice(i * d_head, (i + 1) * d_head)
+        A = torch.softmax(torch.bmm(q[..., cols], k[..., cols].transpose(1, 2)) * d_head ** -0.5 + bias, dim=-1)
+        outs.append(torch.bmm(A, v[..., cols]))
+        weights.append(A)
+    return F.linear(torch.cat(outs, dim=-1), out_proj_weight, out_proj_bias), torch.stack(weights, dim=1)
+
+
+def mha_right_einsum(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                     key_padding_mask, causal):
+    B, n_q, d = query.shape
+    W = in_proj_weight.view(3, n_head, d // n_head, d)  # (q/k/v, head, d_head, d)
+    b = in_proj_bias.view(3, n_head, d // n_head)
+    q = torch.einsum("bnd,hed->bhne", query, W[0]) + b[0][None, :, None, :]
+    k = torch.einsum("bnd,hed->bhne", key, W[1]) + b[1][None, :, None, :]
+    v = torch.einsum("bnd,hed->bhne", value, W[2]) + b[2][None, :, None, :]
+    scores = torch.einsum("bhie,bhje->bhij", q, k) / math.sqrt(d // n_head)
+    ok = ~key_padding_mask[:, None, None, :]
+    if causal:
+        ok = ok & torch.tril(torch.ones(n_q, key.shape[1], dtype=torch.bool, device=query.device))
+    A = torch.softmax(torch.where(ok, scores, torch.tensor(INF, dtype=scores.dtype, device=scores.device)), -1)
+    heads = torch.einsum("bhij,bhje->bihe", A, v).reshape(B, n_q, d)
+    return heads @ out_proj_weight.T + out_proj_bias, A
+
+
+def mha_right_minus_1e9(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                        key_padding_mask, causal):  # -1e9 instead of -inf, flattened (B * h) batches
+    B, n_q, d = query.shape
+    n_k, d_head = key.shape[1], d // n_head
+    q, k, v = (F.linear(x, w, b) for x, w, b in zip((query, key, value), in_proj_weight.split(d),
+                                                     in_proj_bias.split(d), strict=True))
+    q, k, v = (t.reshape(B, -1, n_head, d_head).transpose(1, 2).reshape(B * n_head, -1, d_head) for t in (q, k, v))
+    scores = torch.bmm(q / math.sqrt(d_head), k.transpose(1, 2)).view(B, n_head, n_q, n_k)
+    scores = scores.masked_fill(key_padding_mask.view(B, 1, 1, n_k), -1e9)
+    if causal:
+        scores = scores.masked_fill(torch.arange(n_k, device=q.device) > torch.arange(n_q, device=q.device)[:, None],
+                                    -1e9)
+    A = scores.softmax(dim=-1)
+    y = torch.bmm(A.view(B * n_head, n_q, n_k), v).view(B, n_head, n_q, d_head).transpose(1, 2).reshape(B, n_q, d)
+    return F.linear(y, out_proj_weight, out_proj_bias), A
+
+
+WRONG = {
+    "split_heads": [
+        Student(split_reshape_straight, _has(SPLIT_HEADS, "reshaped (B, n, d) straight")),
+        Student(split_step_slices, _has(SPLIT_HEADS, "split the features interleaved")),
+        Student(split_forgot_transpose, _has(SPLIT_HEADS, "returned (B, n, n_head, d_head)")),
+        Student(split_head_size, _has(SPLIT_HEADS, "used n_head as the size of a head")),
+        Student(split_chunk_positions, None),
+        Student(split_transpose_last, None),
+        Student(split_float32, None),
+    ],
+    "merge_heads": [
+        Student(merge_reshape_straight, _has(MERGE_HEADS, "reshaped (B, n_head, n, d_head) to (B, n, d)")),
+        Student(merge_permute_wrong, _has(MERGE_HEADS, "interleaved the heads' features")),
+        Student(merge_transpose_only, _has(MERGE_HEADS, "returned (B, n, n_head, d_head)")),
+        Student(merge_mean, _has(MERGE_HEADS, "averaged the heads")),
+        Student(merge_sum, None),
+        Student(merge_view_after_transpose, None),
+        Student(merge_cat_positions, None),
+        Student(merge_float32, None),
+    ],
+    "multihead_attention": [
+        Student(mha_no_scale, _has(MULTIHEAD_ATTENTION, "left out the 1/sqrt(d_head)")),
+        Student(mha_sqrt_d, _has(MULTIHEAD_ATTENTION, "divided the scores by sqrt(d)")),
+        Student(mha_mask_true_is_real, _has(MULTIHEAD_ATTENTION, "inverted the padding mask")),
+        Student(mha_kv_swapped, _has(MULTIHEAD_ATTENTION, "swapped K and V")),
+        Student(mha_no_out_proj, _has(MULTIHEAD_ATTENTION, "left out the output projection")),
+        Student(mha_averaged_weights, _has(MULTIHEAD_ATTENTION, "averaged the weights over the heads")),
+        Student(mha_reshape_straight, _has(MULTIHEAD_ATTENTION, "reshaped (B, n, d) straight")),
+        Student(mha_merge_straight, _has(MULTIHEAD_ATTENTION, "merged the heads without transposing back")),
+        Student(mha_loop_strided_heads, _has(MULTIHEAD_ATTENTION, "split the features into heads interleaved")),
+        Student(mha_loop_strided_cat, None),
+        Student(mha_ignores_causal, _has(MULTIHEAD_ATTENTION, "left out the causal mask")),
+        Student(mha_query_everywhere, None),
+        Student(mha_float32, None),
+        Student(mha_softmax_over_queries, None),
+    ],
+}
+
+RIGHT = {
+    "split_heads": [split_right_slices, split_right_chunk, split_right_permute, split_right_unflatten],
+    "merge_heads": [merge_right_cat, merge_right_loop, merge_right_contiguous_view, merge_right_einsum],
+    "multihead_attention": [mha_right_loop, mha_right_einsum, mha_right_minus_1e9],
+}
