@@ -15,7 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+import torch
 from test_verdict import grader_verdict, kernel_verdict
+
+from lmbook.grading.checks import case_inputs
+from lmbook.grading.verdict import case_problem
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,21 @@ class Student:
     fn: Callable
     has: str | None = None
     note: str = ""
+
+
+def library_agrees(check, ours: Callable, seed: int = 0) -> int:
+    """The chapter's lmbook code and the exercise's reference are two implementations: assert they agree on
+    every visible and hidden case that ``ours`` answers (it returns None where the book's code does not
+    apply), and return how many that was."""
+    compared = 0
+    for i, case in enumerate([*check.cases, *check.hidden_cases]):
+        args, kwargs = case_inputs(case, seed, i, torch.device("cpu"))
+        with torch.no_grad():
+            out = ours(*args, **kwargs)
+        if out is not None:
+            assert case_problem(check, case, out, args, kwargs) is None, case.name
+            compared += 1
+    return compared
 
 
 def contract_tests(checks, right: dict[str, Callable]):

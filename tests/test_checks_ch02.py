@@ -3,13 +3,12 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from check_contract import contract_tests
+from check_contract import contract_tests, library_agrees
 from torch import nn
 
 import lmbook.decoding
 import lmbook.rnn
-from lmbook.grading.checks import CheckFailed, case_inputs
-from lmbook.grading.verdict import case_problem
+from lmbook.grading.checks import CheckFailed
 from lmbook.tasks.ch02 import CHECKS, check
 from lmbook.tasks.common import load_weights
 
@@ -108,11 +107,7 @@ RIGHT = {"rnn_cell": rnn_cell, "rnn_forward": rnn_forward, "lstm_cell": lstm_cel
 ])
 def test_the_book_library_agrees_with_the_grader(task, ours):
     """The chapter's lmbook code and the exercise's references are two implementations: they must agree."""
-    c = BY_TASK[task]
-    for i, case in enumerate([*c.cases, *c.hidden_cases]):
-        args, kwargs = case_inputs(case, 0, i, CPU)
-        with torch.no_grad():
-            assert case_problem(c, case, ours(*args, **kwargs), args, kwargs) is None, case.name
+    assert library_agrees(BY_TASK[task], ours) == len(BY_TASK[task].cases) + len(BY_TASK[task].hidden_cases)
 
 
 def _cell(cls, W_ih, W_hh, b_ih, b_hh=None):

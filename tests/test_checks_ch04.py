@@ -3,7 +3,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from check_contract import contract_tests
+from check_contract import contract_tests, library_agrees
 from test_checks_ch02 import gru_cell  # exercise 2's right answer, used by the decoder step
 from torch import nn
 
@@ -76,6 +76,8 @@ def _lib_additive(s, H, mask, W1, W2, v):
 
 
 def _lib_step(y_prev, s_prev, H, mask, E, W1, W2, v, W_ih, W_hh, b_ih, b_hh, W_o, b_o):
+    if s_prev.shape[1] != H.shape[2]:
+        return None  # the book's decoder has d_s = d_h
     dec = lmbook.seq2seq.AttentionDecoder(E.shape[0], E.shape[1], H.shape[2], score="additive", d_att=v.shape[0])
     load_weights(dec, {"E.weight": E, "score_fn.W1.weight": W1, "score_fn.W2.weight": W2,
                        "score_fn.v.weight": v[None], "cell.weight_ih": W_ih, "cell.weight_hh": W_hh,
@@ -92,16 +94,7 @@ def _lib_step(y_prev, s_prev, H, mask, E, W1, W2, v, W_ih, W_hh, b_ih, b_hh, W_o
 ])
 def test_the_book_library_agrees_with_the_grader(task, ours):
     """The chapter's lmbook code and the exercise's references are two implementations: they must agree."""
-    c = BY_TASK[task]
-    tried = 0
-    for i, case in enumerate([*c.cases, *c.hidden_cases]):
-        args, kwargs = case_inputs(case, 0, i, CPU)
-        if task == "bahdanau_step" and args[1].shape[1] != args[2].shape[2]:
-            continue  # the book's decoder has d_s = d_h
-        with torch.no_grad():
-            assert case_problem(c, case, ours(*args, **kwargs), args, kwargs) is None, case.name
-        tried += 1
-    assert tried >= 2
+    assert library_agrees(BY_TASK[task], ours) >= 2
 
 
 @pytest.mark.parametrize(("task", "answer"), [

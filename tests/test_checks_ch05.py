@@ -5,13 +5,12 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from check_contract import contract_tests
+from check_contract import contract_tests, library_agrees
 from torch import nn
 
 import lmbook.multihead
 import lmbook.self_attention
 from lmbook.grading.checks import CheckFailed, case_inputs
-from lmbook.grading.verdict import case_problem
 from lmbook.tasks.ch05 import CHECKS, check
 
 BY_TASK = {c.task: c for c in CHECKS}
@@ -61,11 +60,7 @@ def _lib_qkv(X, W_q, b_q, W_k, b_k, W_v, b_v):
 @pytest.mark.parametrize(("task", "ours"), [("masked_attention", _lib_attention), ("qkv_projections", _lib_qkv)])
 def test_the_book_library_agrees_with_the_grader(task, ours):
     """The chapter's lmbook code and the exercise's references are two implementations: they must agree."""
-    c = BY_TASK[task]
-    for i, case in enumerate([*c.cases, *c.hidden_cases]):
-        args, kwargs = case_inputs(case, 0, i, CPU)
-        with torch.no_grad():
-            assert case_problem(c, case, ours(*args, **kwargs), args, kwargs) is None, case.name
+    assert library_agrees(BY_TASK[task], ours) == len(BY_TASK[task].cases) + len(BY_TASK[task].hidden_cases)
 
 
 def _torch_sdpa(Q, K, V, key_mask, causal):
