@@ -11,6 +11,8 @@ export PYTHONHASHSEED := 0
 export MPLBACKEND := Agg
 
 STAMP := $(VENV)/.installed
+# pytest workers for `make test` (one per core of the 2-core machines the times in the README are for).
+TEST_WORKERS ?= 2
 VENDOR := .vendor/static/vendor
 WIDGETS_DIST := node_modules/@jupyter-widgets/html-manager/dist
 
@@ -80,7 +82,7 @@ exercises: install
 # system-deps first: a missing package stops the run before anything is installed or run.
 test: system-deps install
 	$(BIN)/ruff check src tests bench autograder book/_ext
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check src tests bench autograder book/_ext

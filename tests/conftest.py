@@ -54,3 +54,25 @@ def instructor_site(site, book_copy) -> Path:
     finally:
         config.write_text(text)
     return out / "_build" / "html"
+
+
+# `make test` runs the suite on every core (pytest-xdist, --dist loadgroup). Tests that share an expensive
+# fixture must land on one worker, or each worker would pay for it: the book build (session scope) and each
+# module-scoped fixture (one grading batch per parameter). Every other test is scheduled on its own.
+BOOK_FIXTURES = {"book_copy", "site", "instructor_site"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if BOOK_FIXTURES & set(item.fixturenames):
+            group = "book"
+        else:
+            defs = getattr(item, "_fixtureinfo", None)
+            shared = [name for name, fixturedefs in (defs.name2fixturedefs.items() if defs else [])
+                      if fixturedefs and fixturedefs[-1].scope == "module"]
+            if not shared:
+                continue
+            params = getattr(item, "callspec", None)
+            keys = [str(params.params[n]) for n in sorted(shared) if params is not None and n in params.params]
+            group = "-".join([item.module.__name__, *keys])
+        item.add_marker(pytest.mark.xdist_group(group))
