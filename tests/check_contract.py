@@ -55,9 +55,9 @@ def contract_tests(checks, right: dict[str, Callable]):
 
     @pytest.mark.parametrize("task", list(right))
     @pytest.mark.parametrize("hidden", [False, True])
-    def test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader(task, hidden, capsys, tmp_path):
+    def test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader(task, hidden, capsys):
         kernel = kernel_verdict(by_task[task], right[task], hidden=hidden, seed=11, capsys=capsys)
-        grader = grader_verdict(by_task[task], right[task], hidden=hidden, seed=11, tmp_path=tmp_path)
+        grader = grader_verdict(by_task[task], right[task], hidden=hidden, seed=11)
         assert kernel[0] and grader[0], f"Jupyter: {kernel[1]}\ngrader: {grader[1]}"
 
     return (test_every_task_has_a_right_answer_here,

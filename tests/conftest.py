@@ -62,6 +62,7 @@ def instructor_site(site, book_copy) -> Path:
 BOOK_FIXTURES = {"book_copy", "site", "instructor_site"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if BOOK_FIXTURES & set(item.fixturenames):

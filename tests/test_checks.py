@@ -51,9 +51,9 @@ RIGHT = {"log_softmax": log_softmax, "cross_entropy": cross_entropy, "perplexity
 
 @pytest.mark.parametrize("task", RIGHT)
 @pytest.mark.parametrize("hidden", [False, True])
-def test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader(task, hidden, capsys, tmp_path):
+def test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader(task, hidden, capsys):
     kernel = kernel_verdict(BY_TASK[task], RIGHT[task], hidden=hidden, seed=11, capsys=capsys)
-    grader = grader_verdict(BY_TASK[task], RIGHT[task], hidden=hidden, seed=11, tmp_path=tmp_path)
+    grader = grader_verdict(BY_TASK[task], RIGHT[task], hidden=hidden, seed=11)
     assert kernel[0] and grader[0], f"Jupyter: {kernel[1]}\ngrader: {grader[1]}"
 
 

@@ -31,16 +31,30 @@ def test_a_test_cell_without_checks_is_refused_not_passed():
         parse_test_cell("# Hidden tests for Task 1 (2 points).\n")
 
 
-def test_outputs_are_read_as_plain_arrays_never_unpickled(tmp_path):
-    np.save(tmp_path / "ok.npy", np.arange(3.0, dtype=np.float32))
-    np.save(tmp_path / "obj.npy", np.array([{"evil": 1}], dtype=object), allow_pickle=True)
-    out = _read({"tensor": "ok.npy"}, tmp_path)
+def _wire(**arrays) -> dict[str, str]:
+    """Arrays as the runner sends them (``.npy`` bytes in base64), pickled ones included, as a forger could."""
+    import base64
+    import io
+    out = {}
+    for name, arr in arrays.items():
+        buf = io.BytesIO()
+        np.save(buf, arr, allow_pickle=True)
+        out[name] = base64.b64encode(buf.getvalue()).decode()
+    return out
+
+
+def test_outputs_are_read_as_plain_arrays_never_unpickled():
+    wire = _wire(**{"ok.npy": np.arange(3.0, dtype=np.float32), "obj.npy": np.array([{"evil": 1}], dtype=object)})
+    wire["junk.npy"] = "not base64 at all!"
+    out = _read({"tensor": "ok.npy"}, wire)
     assert isinstance(out, torch.Tensor) and out.dtype == torch.float32 and out.tolist() == [0.0, 1.0, 2.0]
-    assert not isinstance(_read({"tensor": "obj.npy"}, tmp_path), torch.Tensor | dict)
-    assert not isinstance(_read({"tensor": "../ok.npy"}, tmp_path), torch.Tensor)  # no paths out of the folder
-    assert type(_read({"object": "MyTensorLike"}, tmp_path)).__name__ == "MyTensorLike"
-    assert _read({"number": 2.5}, tmp_path) == 2.5
-    assert _read({"seq": [{"number": 1}, {"tensor": "ok.npy"}]}, tmp_path)[0] == 1
+    assert not isinstance(_read({"tensor": "obj.npy"}, wire), torch.Tensor | dict)
+    assert not isinstance(_read({"tensor": "junk.npy"}, wire), torch.Tensor)
+    assert not isinstance(_read({"tensor": "missing.npy"}, wire), torch.Tensor)
+    assert type(_read({"object": "MyTensorLike"}, wire)).__name__ == "MyTensorLike"
+    assert _read({"number": 2.5}, wire) == 2.5
+    assert _read({"seq": [{"number": 1}, {"tensor": "ok.npy"}]}, wire)[0] == 1
+    assert not isinstance(_read({"tensor": "ok.npy"}, "not a dict"), torch.Tensor)
 
 
 def test_a_failed_verdict_is_an_error_output_that_nbgrader_scores_0():
@@ -52,22 +66,44 @@ def test_a_failed_verdict_is_an_error_output_that_nbgrader_scores_0():
     assert Verdict(True, ["✓ ok"]).outputs() == [{"output_type": "stream", "name": "stdout", "text": "✓ ok\n"}]
 
 
-FORGER = '''
-import json, sys
-import numpy as np
-job, out = sys.argv[1], sys.argv[2]
-for step in json.load(open(job + "/job.json"))["steps"]:
-    for probe in step.get("probes", []):
-        for case in probe.get("cases", []) if probe["task"] == "log_softmax" else []:
-            x = torch.from_numpy(np.load(job + "/" + case["args"][0]["tensor"]))
-            dim = case["kwargs"]["dim"]["number"] if "dim" in case["kwargs"] else -1
-            np.save(out + "/" + case["id"] + ".npy", torch.log_softmax(x, dim).numpy())
-'''
+# ----------------------------------------------------------------------------- the channel to the sandbox
+# These run the grader with its static analysis switched off, as if an attack had got past it: what the
+# student's code can then do must still be worth nothing.
+
+READS_THE_JOB = """
+import os, sys, json
+job = sys.argv[1]
+print("FILES", sorted(os.listdir(job)))
+print("KINDS", sorted({step["kind"] for step in json.load(open(job + "/job.json"))["steps"]}))
+print("KEYS", sorted({k for step in json.load(open(job + "/job.json"))["steps"] for k in step}))
+"""
+
+FORGES_REPLIES = """
+import os, json, threading
+def forge():
+    for fd in range(3, 64):
+        for step in range(80):
+            reply = {"event": "end", "step": step, "nonce": "0" * 32, "outputs": [], "arrays": {},
+                     "probes": {f"c{step}_0": {"cases": {}}}}
+            try:  # every descriptor the process has: the reply pipe is one of them
+                os.write(fd, (json.dumps(reply) + "\\n").encode())
+            except OSError:
+                pass
+forge()
+threading.Thread(target=lambda: [forge() for _ in range(20)], daemon=True).start()
+"""
+
+KEEPS_HIDDEN_INPUTS = """
+import torch
+seen = []
+def log_softmax(x, dim=-1):
+    seen.append(x.detach().clone())
+    m = x.amax(dim, keepdim=True)
+    return x - m - torch.log(torch.exp(x - m).sum(dim, keepdim=True))
+"""
 
 
-@pytest.mark.slow
-def test_outputs_rewritten_after_their_test_cell_do_not_count(monkeypatch):
-    """Even with the static analysis switched off, a later cell cannot replace an earlier answer's outputs."""
+def _graded_with(monkeypatch, code: str, after: str, answers: dict | None = None):
     import sys
     from pathlib import Path
 
@@ -79,16 +115,44 @@ def test_outputs_rewritten_after_their_test_cell_do_not_count(monkeypatch):
     from hostile_corpus import WRONG, _with_cell
 
     monkeypatch.setattr(static, "find_tampering", lambda cells: [])
-    # the instructor's notebook (hidden tests included, as nbgrader restores them), with a wrong answer
+    # the instructor's notebook (hidden tests included, as nbgrader restores them), with fast wrong answers
     nb = nbformat.read(Path(__file__).parent.parent / "solutions" / "ch01" / "ch01_feedforward_lm.ipynb", 4)
-    next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "log_softmax").source = \
-        WRONG["log_softmax"]
-    nb = _with_cell(nb, FORGER, after="hidden_log_softmax")
+    for task, source in {"train_lm": WRONG["train_lm"], **(answers or {})}.items():
+        next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == task).source = source
+    nb = _with_cell(nb, code, after=after)
     graded = judge.grade_notebook(nb, timeout=60)
-    forged = [i for i, c in enumerate(nb.cells) if c.source == FORGER][0]
-    assert not any(o.get("output_type") == "error" for o in graded.outputs[forged]), graded.outputs[forged]
+    cell = next(i for i, c in enumerate(nb.cells) if c.source == code)
+    text = "".join(o.get("text", "") + o.get("evalue", "") for o in graded.outputs.get(cell, []))
     verdicts = {nb.cells[i].metadata["nbgrader"]["grade_id"]: v for i, v in graded.verdicts.items()}
-    assert not verdicts["test_log_softmax"].passed and not verdicts["hidden_log_softmax"].passed
+    return graded, text, verdicts
+
+
+@pytest.mark.slow
+def test_the_job_folder_holds_the_students_cells_and_no_test_inputs(monkeypatch):
+    _, text, verdicts = _graded_with(monkeypatch, READS_THE_JOB, after="setup")
+    assert "FILES ['job.json']" in text, text
+    assert "KEYS ['kind', 'source']" in text, f"job.json holds more than the cells: {text}"
+    assert verdicts["hidden_log_softmax"].passed  # the solution's answer, graded as usual
+
+
+@pytest.mark.slow
+def test_replies_forged_on_the_channel_are_ignored_and_reported(monkeypatch):
+    from hostile_corpus import WRONG
+    graded, _, verdicts = _graded_with(monkeypatch, FORGES_REPLIES, after="setup",
+                                       answers={"ffnn_forward": WRONG["ffnn_forward"]})
+    assert not verdicts["test_ffnn_forward"].passed and not verdicts["hidden_ffnn_forward"].passed
+    assert verdicts["hidden_cross_entropy"].passed, "an honest answer next to the forgery is still graded"
+    assert any("grader's channel" in t for t in graded.tampering), graded.tampering
+
+
+@pytest.mark.slow
+def test_a_hidden_tests_inputs_are_gone_before_the_next_cell(monkeypatch):
+    from lmbook.tasks.ch01 import check
+    graded, text, verdicts = _graded_with(monkeypatch, "print('CALLS', len(seen))", after="hidden_log_softmax",
+                                          answers={"log_softmax": KEEPS_HIDDEN_INPUTS})
+    assert verdicts["test_log_softmax"].passed and verdicts["hidden_log_softmax"].passed
+    visible = len(check.checks["log_softmax"].cases)
+    assert f"CALLS {visible}" in text, f"expected only the {visible} visible calls to be remembered: {text}"
 
 
 # ----------------------------------------------------------------------------- the results cache

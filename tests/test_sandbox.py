@@ -16,16 +16,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run(tmp_path: Path, *cells: str, timeout: float = 30, limits: sandbox.Limits | None = None,
-         use_sandbox: bool = True):
+         use_sandbox: bool = True, forked: tuple[int, ...] = ()):
     """Run code cells in the sandbox; return (outputs per cell, RunResult)."""
-    job, out = tmp_path / "job", tmp_path / "out"
+    job = tmp_path / "job"
     job.mkdir()
-    out.mkdir()
-    steps = [{"kind": "code", "source": c, "timeout": timeout} for c in cells]
+    steps = [{"kind": "code", "source": c} for c in cells]
     (job / "job.json").write_text(json.dumps({"checks_module": None, "steps": steps}))
     for p in (tmp_path, job):
         os.chmod(p, 0o755)
-    result = sandbox.run(job, out, [timeout] * len(cells), limits or sandbox.Limits(), sandbox=use_sandbox)
+    result = sandbox.run(job, [sandbox.Step(timeout, fork=i in forked) for i in range(len(cells))],
+                         limits or sandbox.Limits(), sandbox=use_sandbox)
     outputs = [(result.step_end(i) or {}).get("outputs") for i in range(len(cells))]
     return outputs, result
 
@@ -102,6 +102,58 @@ def test_a_cell_that_ignores_the_interrupt_is_killed_and_what_ran_is_kept(tmp_pa
     assert "first" in _text(outs[0])
     assert outs[1] is None and outs[2] is None
     assert "time limit" in result.killed
+
+
+# ----------------------------------------------------------------------------- the channel to the grader
+
+_WRITE_EVERYWHERE = """
+import os, json, time
+def write_everywhere(data):
+    for fd in range(3, 64):  # the reply pipe is one of these descriptors
+        try:
+            os.write(fd, data)
+        except OSError:
+            pass
+"""
+
+
+def test_replies_forged_on_the_channel_neither_count_nor_block_the_grader(tmp_path):
+    flood = _WRITE_EVERYWHERE + """
+end = time.monotonic() + 3
+while time.monotonic() < end:
+    for step in range(4):
+        write_everywhere((json.dumps({"event": "end", "step": step, "nonce": "0" * 32,
+                                      "outputs": [{"output_type": "stream", "name": "stdout", "text": "FORGED"}],
+                                      "probes": {}}) + "\\n").encode() * 50)
+"""
+    outs, result = _run(tmp_path, flood, "print('after')", "print('last')")
+    assert result.killed is None and result.complete(3)
+    assert "FORGED" not in _text(outs[1]) + _text(outs[2]), "a forged reply was taken for the runner's"
+    assert "after" in _text(outs[1]) and "last" in _text(outs[2])
+    assert result.stray > 0
+
+
+def test_a_reply_that_never_ends_is_cut_off_at_its_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(sandbox, "MAX_REPLY_BYTES", 4 * 1024**2)
+    outs, result = _run(tmp_path, _WRITE_EVERYWHERE + "for _ in range(20):\n    write_everywhere(b'x' * 2**20)",
+                        "print('never')")
+    assert outs[1] is None
+    assert "more than 4 MiB for one cell" in result.killed
+
+
+def test_a_forked_step_leaves_nothing_behind_for_the_next(tmp_path):
+    outs, result = _run(tmp_path, "secret = 42\nprint('inside', secret)", "print('secret' in globals())",
+                        forked=(0,))
+    assert result.killed is None
+    assert _text(outs[0]) == "<did not run>" or "inside" not in _text(outs[0])  # a forked step's prints are dropped
+    assert "False" in _text(outs[1]), "what a hidden test's child did is gone before the next cell"
+
+
+def test_a_huge_image_is_replaced_by_a_note(tmp_path):
+    outs, _ = _run(tmp_path, "from IPython.display import display\n"
+                             "display({'image/png': 'A' * 40_000_000}, raw=True)")
+    assert "too large for the grader to keep" in _text(outs[0])
+    assert len(json.dumps(outs[0])) < 10_000
 
 
 def test_output_is_truncated(tmp_path):
@@ -209,10 +261,10 @@ import json, sys
 from pathlib import Path
 from lmbook.grading import sandbox
 tmp, cells = Path(sys.argv[1]), json.loads(sys.argv[2])
-job, out = tmp / "job", tmp / "out"
-steps = [{"kind": "code", "source": c, "timeout": 60} for c in cells]
+job = tmp / "job"
+steps = [{"kind": "code", "source": c} for c in cells]
 (job / "job.json").write_text(json.dumps({"checks_module": None, "steps": steps}))
-result = sandbox.run(job, out, [60] * len(cells))
+result = sandbox.run(job, [sandbox.Step(60) for _ in cells])
 print(json.dumps([(result.step_end(i) or {}).get("outputs") for i in range(len(cells))]))
 """
 
@@ -242,7 +294,6 @@ def attacks(request, tmp_path_factory):
     prefix = _grader_as(request.param)
     tmp = tmp_path_factory.mktemp(f"attacks-{request.param}")
     (tmp / "job").mkdir()
-    (tmp / "out").mkdir()
     package = Path(lmbook.__file__).resolve().parent
     dirs = {"sources": package.parent, "package": package, "job": tmp / "job",
             "site": Path(sysconfig.get_paths()["purelib"]), "venv": Path(sys.prefix)}

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -47,13 +46,13 @@ def _registry(assignment: str):
     return importlib.import_module(f"lmbook.tasks.{assignment}").check
 
 
-def verdicts(assignment: str, task: str, fn: Callable, tmp_path: Path) -> list[tuple[bool, str]]:
+def verdicts(assignment: str, task: str, fn: Callable) -> list[tuple[bool, str]]:
     """The grader's verdicts on every visible and hidden call; Jupyter's must be the same."""
     check = _registry(assignment).checks[task]
     out = []
     for hidden in (False, True):
         for seed in SEEDS:
-            grader = grader_verdict(check, fn, hidden=hidden, seed=seed, tmp_path=tmp_path)
+            grader = grader_verdict(check, fn, hidden=hidden, seed=seed)
             try:
                 run_check(check, fn, hidden=hidden, seed=seed, device=CPU, verbose=False)
                 kernel_ok = True
@@ -88,9 +87,9 @@ RIGHT = [(a, task, i) for a in ASSIGNMENTS for task in _tasks(a) for i in range(
 
 
 @pytest.mark.parametrize(("assignment", "task", "index"), WRONG)
-def test_a_wrong_answer_loses_points_and_is_never_told_a_mistake_it_does_not_have(assignment, task, index, tmp_path):
+def test_a_wrong_answer_loses_points_and_is_never_told_a_mistake_it_does_not_have(assignment, task, index):
     student: Student = _students(assignment).WRONG[task][index]
-    results = verdicts(assignment, task, student.fn, tmp_path)
+    results = verdicts(assignment, task, student.fn)
     assert not all(ok for ok, _ in results), f"{student.note or student.fn.__name__}: full marks for a wrong answer"
     told = named_mistakes(_registry(assignment).checks[task], [m for ok, m in results if not ok])
     assert told <= ({student.has} if student.has else set()), (
@@ -98,31 +97,30 @@ def test_a_wrong_answer_loses_points_and_is_never_told_a_mistake_it_does_not_hav
 
 
 @pytest.mark.parametrize(("assignment", "task", "index"), RIGHT)
-def test_a_right_answer_written_differently_gets_full_marks(assignment, task, index, tmp_path):
+def test_a_right_answer_written_differently_gets_full_marks(assignment, task, index):
     fn = _students(assignment).RIGHT[task][index]
-    failed = [m for ok, m in verdicts(assignment, task, fn, tmp_path) if not ok]
+    failed = [m for ok, m in verdicts(assignment, task, fn) if not ok]
     assert not failed, failed[0]
 
 
 def feedback_quality(assignments: tuple[str, ...] = ASSIGNMENTS) -> dict[str, dict[str, int]]:
     """Per exercise: wrong answers in the suite, caught (lose points), named, named correctly."""
     table = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for a in assignments:
-            row = {"wrong": 0, "caught": 0, "named": 0, "named_correctly": 0, "right": 0, "right_pass": 0}
-            for task in _tasks(a):
-                check = _registry(a).checks[task]
-                for student in _students(a).WRONG.get(task, []):
-                    results = verdicts(a, task, student.fn, Path(tmp))
-                    told = named_mistakes(check, [m for ok, m in results if not ok])
-                    row["wrong"] += 1
-                    row["caught"] += not all(ok for ok, _ in results)
-                    row["named"] += bool(told)
-                    row["named_correctly"] += bool(told) and told == {student.has}
-                for fn in _students(a).RIGHT.get(task, []):
-                    row["right"] += 1
-                    row["right_pass"] += all(ok for ok, _ in verdicts(a, task, fn, Path(tmp)))
-            table[a] = row
+    for a in assignments:
+        row = {"wrong": 0, "caught": 0, "named": 0, "named_correctly": 0, "right": 0, "right_pass": 0}
+        for task in _tasks(a):
+            check = _registry(a).checks[task]
+            for student in _students(a).WRONG.get(task, []):
+                results = verdicts(a, task, student.fn)
+                told = named_mistakes(check, [m for ok, m in results if not ok])
+                row["wrong"] += 1
+                row["caught"] += not all(ok for ok, _ in results)
+                row["named"] += bool(told)
+                row["named_correctly"] += bool(told) and told == {student.has}
+            for fn in _students(a).RIGHT.get(task, []):
+                row["right"] += 1
+                row["right_pass"] += all(ok for ok, _ in verdicts(a, task, fn))
+        table[a] = row
     return table
 
 

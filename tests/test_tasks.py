@@ -93,14 +93,14 @@ MUTANTS = [(a, task, i) for a, task in TASKS for i in range(len(_registry(a).che
 
 @pytest.mark.parametrize(("assignment", "task", "index"), MUTANTS)
 def test_every_known_wrong_answer_fails_is_named_and_gets_the_same_verdict_in_the_grader(
-        assignment, task, index, tmp_path, capsys):
+        assignment, task, index, capsys):
     check = _registry(assignment).checks[task]
     mutant: Mutant = check.mutants[index]
     key = f"{assignment}.{task}.{index}"
     _MISTAKES[key] = mutant.fn
     answer = AS_STUDENT.get((assignment, task), _call_mutant)(key)
     verdicts = [(kernel_verdict(check, answer, hidden=hidden, seed=5, capsys=capsys),
-                 grader_verdict(check, answer, hidden=hidden, seed=5, tmp_path=tmp_path)) for hidden in (False, True)]
+                 grader_verdict(check, answer, hidden=hidden, seed=5)) for hidden in (False, True)]
     for kernel, grader in verdicts:
         assert kernel == grader, f"Jupyter and the grader disagree:\n{kernel[1]}\n---\n{grader[1]}"
     messages = [kernel[1] for kernel, _ in verdicts if not kernel[0]]

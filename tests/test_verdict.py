@@ -3,6 +3,7 @@ both ways, side effects are seen, and a known mistake is named only when it expl
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -11,6 +12,7 @@ import torch
 
 from lmbook.grading import judge, runner, values
 from lmbook.grading.checks import (
+    CallWatch,
     Case,
     Check,
     CheckFailed,
@@ -26,22 +28,29 @@ from lmbook.grading.verdict import Outcome, decide, forbidden_message
 CPU = torch.device("cpu")
 
 
-def grader_verdict(check: Check, answer, *, hidden: bool, seed: int, tmp_path) -> tuple[bool, str]:
-    """The grader's path without the sandbox process: inputs written by the judge, loaded by the runner, the
-    result saved by the runner and read back by the judge, then the shared decision."""
+def grader_verdict(check: Check, answer, *, hidden: bool, seed: int) -> tuple[bool, str]:
+    """The grader's path without the sandbox process: inputs encoded by the judge and decoded by the runner, the
+    result encoded by the runner and decoded by the judge (through JSON, as on the pipes), then the shared
+    decision."""
     reason = find_forbidden_use(answer, check)  # the runner's second opinion to the static analysis
     if reason:
         return False, forbidden_message(check, reason)
-    job, out = tmp_path / "job", tmp_path / "out"
-    job.mkdir(exist_ok=True)
-    out.mkdir(exist_ok=True)
     outcomes = []
     for i, case in enumerate(check.hidden_cases if hidden else check.cases):
         args, kwargs = case_inputs(case, seed, i, CPU)
-        a = [runner._load(judge._write(v, f"c{i}_a{n}", job), job, CPU) for n, v in enumerate(args)]
-        kw = {k: runner._load(judge._write(v, f"c{i}_{k}", job), job, CPU) for k, v in kwargs.items()}
-        got = values.call_once(answer, a, kw, case_seed(seed, i))
-        result = judge._read(runner._save(got["out"], f"c{i}", out), out) if "out" in got else None
+        sent: values.Arrays = {}  # what the judge sends, and the runner's reply, as they cross the pipes
+        specs = [judge._write(v, f"c{i}_a{n}", sent) for n, v in enumerate(args)]
+        kw_specs = {k: judge._write(v, f"c{i}_{k}", sent) for k, v in kwargs.items()}
+        wire = json.loads(json.dumps(values.to_wire(sent)))
+        a = [runner._load(spec, wire, CPU) for spec in specs]
+        kw = {k: runner._load(spec, wire, CPU) for k, spec in kw_specs.items()}
+        with CallWatch(check) as watch:  # the runner's run-time second opinion
+            got = values.call_once(answer, a, kw, case_seed(seed, i))
+        if watch.found:
+            return False, forbidden_message(check, watch.found)
+        reply: values.Arrays = {}
+        spec = runner._save(got["out"], f"c{i}", reply) if "out" in got else None
+        result = judge._read(spec, json.loads(json.dumps(values.to_wire(reply)))) if "out" in got else None
         outcomes.append(Outcome(case, case_seed(seed, i), args, kwargs, result, got.get("raised"), got["changed"]))
     return decide(check, outcomes, hidden)
 
@@ -132,15 +141,15 @@ ANSWERS = {"right": _double, "in place": _in_place, "numpy array": _as_numpy, "l
 
 @pytest.mark.parametrize("name", ANSWERS)
 @pytest.mark.parametrize("hidden", [False, True])
-def test_a_verdict_is_the_same_in_jupyter_and_in_the_grader(name, hidden, tmp_path, capsys):
+def test_a_verdict_is_the_same_in_jupyter_and_in_the_grader(name, hidden, capsys):
     kernel = kernel_verdict(DOUBLE, ANSWERS[name], hidden=hidden, seed=4, capsys=capsys)
-    grader = grader_verdict(DOUBLE, ANSWERS[name], hidden=hidden, seed=4, tmp_path=tmp_path)
+    grader = grader_verdict(DOUBLE, ANSWERS[name], hidden=hidden, seed=4)
     assert kernel == grader
     assert kernel[0] == (name == "right"), kernel[1]
 
 
-def test_changing_an_input_in_place_fails_and_says_so(tmp_path):
-    ok, message = grader_verdict(DOUBLE, _in_place, hidden=False, seed=0, tmp_path=tmp_path)
+def test_changing_an_input_in_place_fails_and_says_so():
+    ok, message = grader_verdict(DOUBLE, _in_place, hidden=False, seed=0)
     assert not ok and "changed its input `x` in place" in message, message
 
 
@@ -151,21 +160,21 @@ SUM_TENSOR_ONLY = Check(task="total", what="sum", reference=lambda x: float(x.su
                         compare=lambda out, ref: describe_scalar_mismatch(out, ref, accept=("tensor",)))
 
 
-def test_a_numpy_scalar_gets_the_same_verdict_both_ways(tmp_path, capsys):
+def test_a_numpy_scalar_gets_the_same_verdict_both_ways(capsys):
     def answer(x):
         return np.float32(float(x.sum()))
     for check in (SUM, SUM_TENSOR_ONLY):
         assert kernel_verdict(check, answer, hidden=False, seed=1, capsys=capsys) == \
-            grader_verdict(check, answer, hidden=False, seed=1, tmp_path=tmp_path)
-    assert grader_verdict(SUM, answer, hidden=False, seed=1, tmp_path=tmp_path)[0]
+            grader_verdict(check, answer, hidden=False, seed=1)
+    assert grader_verdict(SUM, answer, hidden=False, seed=1)[0]
 
 
-def test_a_python_float_fails_where_the_statement_asks_for_a_tensor(tmp_path):
-    ok, message = grader_verdict(SUM_TENSOR_ONLY, lambda x: float(x.sum()), hidden=False, seed=1, tmp_path=tmp_path)
+def test_a_python_float_fails_where_the_statement_asks_for_a_tensor():
+    ok, message = grader_verdict(SUM_TENSOR_ONLY, lambda x: float(x.sum()), hidden=False, seed=1)
     assert not ok and "returned a float, expected a one-element tensor" in message, message
 
 
-def test_comparing_strings_with_is_fails_in_jupyter_as_in_the_grader(tmp_path, capsys):
+def test_comparing_strings_with_is_fails_in_jupyter_as_in_the_grader(capsys):
     with warnings.catch_warnings():  # the student's mistake under test: Python warns of it when compiling
         warnings.simplefilter("ignore", SyntaxWarning)
         namespace: dict = {}
@@ -176,15 +185,15 @@ def test_comparing_strings_with_is_fails_in_jupyter_as_in_the_grader(tmp_path, c
                   cases=[Case("mean", lambda g, d: ((torch.randn(4, generator=g),), {"how": "mean"}))],
                   hidden_cases=(), compare=lambda out, ref: describe_scalar_mismatch(out, ref))
     kernel = kernel_verdict(check, pick, hidden=False, seed=0, capsys=capsys)
-    assert kernel == grader_verdict(check, pick, hidden=False, seed=0, tmp_path=tmp_path)
+    assert kernel == grader_verdict(check, pick, hidden=False, seed=0)
     assert not kernel[0]
 
 
-def test_a_tensor_left_tracking_gradients_fails_where_the_statement_says_none(tmp_path):
+def test_a_tensor_left_tracking_gradients_fails_where_the_statement_says_none():
     weight = torch.ones(1, requires_grad=True)
     check = Check(task="double", what="doubles", reference=_double, cases=_cases((3,)), hidden_cases=(),
                   compare=lambda out, ref: describe_tensor_mismatch(out, ref), no_grad=True)
-    ok, message = grader_verdict(check, lambda x: 2 * x * weight, hidden=False, seed=0, tmp_path=tmp_path)
+    ok, message = grader_verdict(check, lambda x: 2 * x * weight, hidden=False, seed=0)
     assert not ok and "still tracks gradients" in message, message
 
 

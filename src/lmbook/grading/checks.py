@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import sys
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -181,6 +182,65 @@ def find_forbidden_use(answer, check: Check) -> str | None:
     return None
 
 
+class CallWatch:
+    """Notes, while the answer runs, the first call of a ready-made answer, found by what is called.
+
+    The static analysis and :func:`find_forbidden_use` read names and the objects a function holds; this
+    sees the calls themselves (``sys.setprofile``), so an alias, a default argument, a lambda bound later,
+    code compiled at run time or a module named at run time are caught all the same: a forbidden Python
+    function or method is known by its code object, a built-in by identity, and from the student's own code
+    (``__main__``) a call into the grader's or a forbidden module, or of a torch built-in by a forbidden name.
+    ``found`` is ``None`` when nothing was seen. Use as a context manager around the call only.
+    """
+
+    def __init__(self, check: Check):
+        self.found: str | None = None
+        self._builtins = {id(f): f for f in check.forbidden if not isinstance(f, types.FunctionType | type)}
+        self._codes: dict[types.CodeType, str] = {}
+        for f in check.forbidden:
+            for fn in [v for v in vars(f).values() if isinstance(v, types.FunctionType)] if isinstance(f, type) \
+                    else [_unwrap(f)]:
+                if isinstance(fn, types.FunctionType):
+                    self._codes[fn.__code__] = getattr(f, "__qualname__", fn.__qualname__)
+        self._modules = (*GRADER_MODULES, *check.forbidden_modules)
+        self._attrs = set(check.forbidden_attrs)
+
+    def _profile(self, frame, event, arg) -> None:
+        if self.found is not None:
+            return
+        student = frame.f_globals.get("__name__") == "__main__"
+        if event == "c_call":
+            name = getattr(arg, "__name__", "")
+            if id(arg) in self._builtins and self._builtins[id(arg)] is arg:
+                self.found = f"called `{name}` while it ran, the ready-made answer"
+            elif student and name in self._attrs and _from_torch(arg):
+                self.found = f"called torch's `{name}` while it ran, a ready-made implementation of this task"
+        elif event == "call":
+            caller = frame.f_back
+            if frame.f_code in self._codes:
+                self.found = f"called `{self._codes[frame.f_code]}` while it ran, the ready-made answer"
+            elif caller is not None and caller.f_globals.get("__name__") == "__main__" and _in_modules(
+                    str(frame.f_globals.get("__name__", "")), self._modules):
+                self.found = (f"called `{frame.f_globals['__name__']}.{frame.f_code.co_name}` while it ran, "
+                              "from a module that holds the ready-made answer")
+
+    def __enter__(self) -> CallWatch:
+        self._before = sys.getprofile()
+        sys.setprofile(self._profile)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if sys.getprofile() != self._profile and self.found is None:  # bound methods: == not `is`
+            self.found = "switched off the grader's watch over the calls it makes (sys.setprofile)"
+        sys.setprofile(self._before)
+
+
+def _from_torch(fn) -> bool:
+    owner = getattr(fn, "__self__", None)
+    module = getattr(fn, "__module__", None) or getattr(owner, "__module__", None) or getattr(owner, "__name__", "")
+    return isinstance(owner, torch.Tensor) or str(module).startswith("torch")
+
+
 # ----------------------------------------------------------------------------- running
 
 
@@ -214,9 +274,12 @@ def run_check(check: Check, answer: Callable, *, hidden: bool = False, seed: int
         passed_in = (values.round_trip(tuple(args), device, inputs=True),
                      {k: values.round_trip(v, device, inputs=True) for k, v in kwargs.items()})
         try:
-            result = values.call_once(answer, passed_in[0], passed_in[1], case_seed(seed, i))
+            with CallWatch(check) as watch:
+                result = values.call_once(answer, passed_in[0], passed_in[1], case_seed(seed, i))
         except NotImplementedError:
             raise CheckFailed(not_implemented(check)) from None
+        if watch.found:
+            raise CheckFailed(forbidden_message(check, watch.found))
         out = values.round_trip(result["out"], device) if "out" in result else None
         outcomes.append(Outcome(case, case_seed(seed, i), args, kwargs, out, result.get("raised"),
                                 result["changed"]))

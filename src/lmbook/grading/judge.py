@@ -5,8 +5,8 @@ text (nbgrader's ``OverwriteCells`` put them back, after
 :class:`lmbook.grading.nbgrader_plugin.Hygiene`) and returns the outputs of every cell and a verdict for every test
 cell. The test cells are never executed: each is a list of
 ``check("task", answer, hidden=..., seed=...)`` calls, which the judge turns
-into inputs for the sandboxed runner. The runner hands back the answer's
-outputs as plain arrays; the judge recomputes the references (torch's own
+into inputs for the sandboxed runner, sent only when that cell's turn comes.
+The runner replies with the answer's outputs as plain arrays; the judge recomputes the references (torch's own
 ops in float64), compares, and names known mistakes, with the same words as
 the checks students run in Jupyter.
 """
@@ -22,7 +22,6 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from . import sandbox, static, values
@@ -137,53 +136,48 @@ def student_cells(nb) -> list[tuple[int, str]]:
 # ----------------------------------------------------------------------------- the job for the runner
 
 
-def _write(value, name: str, job_dir: Path) -> dict:
-    arrays: values.Arrays = {}
-    spec = values.encode(value, name, arrays, inputs=True)
-    for file, arr in arrays.items():
-        np.save(job_dir / file, arr, allow_pickle=False)
-    return spec
+def _write(value, name: str, arrays: values.Arrays) -> dict:
+    return values.encode(value, name, arrays, inputs=True)
 
 
-def _read(spec, out_dir: Path):
-    """A value the runner saved, as plain data: arrays via np.load without pickle, nothing else executable."""
-    def load(name: str) -> np.ndarray:
-        path = out_dir / name
-        if path.is_symlink() or not path.is_file():
-            raise FileNotFoundError(name)
-        return np.load(path, allow_pickle=False)
-    return values.decode(spec, load)
+def _read(spec, arrays):
+    """A value of the runner's reply, as plain data: arrays read without pickle, nothing else executable."""
+    return values.decode(spec, values.wire_loader(arrays))
 
 
 @dataclass
 class _Plan:
-    steps: list[dict]
+    steps: list[dict]  # what job.json holds: the student's cells, and a place for each test cell
+    run: list[sandbox.Step]  # what the runner is sent at each step (a test cell's inputs)
     cells: list[int]  # the notebook cell of each step
+    probes: list[list[dict]]  # the probes of each step (none for a code cell)
     calls: dict[str, tuple[Call, Check]]  # probe id -> (call, check)
     inputs: dict[str, tuple]  # case id -> (case, seed, args, kwargs)
 
 
-def _plan(nb, registry, job_dir: Path, timeout: float, unreadable: dict[int, str]) -> _Plan:
-    plan = _Plan([], [], {}, {})
+def _plan(nb, registry, timeout: float, unreadable: dict[int, str]) -> _Plan:
+    plan = _Plan([], [], [], [], {}, {})
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or i in unreadable:  # what the analysis could not read never runs
             continue
         if not is_test_cell(cell):
-            plan.steps.append({"kind": "code", "source": cell.source, "timeout": timeout})
+            plan.steps.append({"kind": "code", "source": cell.source})
+            plan.run.append(sandbox.Step(timeout))
             plan.cells.append(i)
+            plan.probes.append([])
             continue
-        probes = []
+        probes, arrays, hidden = [], {}, False
         for j, call in enumerate(parse_test_cell(cell.source)):
             if call.task not in registry.checks:
                 raise NotebookConfigError(f"cell {i} checks {call.task!r}, which {registry!r} does not know")
             check = registry.checks[call.task]
+            hidden |= call.hidden
             pid = f"c{i}_{j}"
             plan.calls[pid] = (call, check)
             probe = {"id": pid, "task": call.task, "fn": call.fn, "mode": check.probe}
             if check.probe == "train":
-                probe["train_args"] = [_write(a, f"train_{k}", job_dir) for k, a in enumerate(check.train_args())]
-                probe["contexts"] = _write(check.eval_set(call.hidden, call.seed).contexts, f"{pid}_ctx",
-                                           job_dir)["tensor"]
+                probe["train_args"] = [_write(a, f"train_{k}", arrays) for k, a in enumerate(check.train_args())]
+                probe["contexts"] = _write(check.eval_set(call.hidden, call.seed).contexts, f"{pid}_ctx", arrays)
             else:
                 probe["cases"] = []
                 for k, case in enumerate(check.hidden_cases if call.hidden else check.cases):
@@ -191,19 +185,22 @@ def _plan(nb, registry, job_dir: Path, timeout: float, unreadable: dict[int, str
                     cid = f"{pid}_{k}"
                     plan.inputs[cid] = (case, case_seed(call.seed, k), args, kwargs)
                     probe["cases"].append({"id": cid, "seed": case_seed(call.seed, k),
-                                           "args": [_write(a, f"{cid}_a{n}", job_dir) for n, a in enumerate(args)],
-                                           "kwargs": {k2: _write(v, f"{cid}_{k2}", job_dir)
+                                           "args": [_write(a, f"{cid}_a{n}", arrays) for n, a in enumerate(args)],
+                                           "kwargs": {k2: _write(v, f"{cid}_{k2}", arrays)
                                                       for k2, v in kwargs.items()}})
             probes.append(probe)
-        plan.steps.append({"kind": "probe", "probes": probes, "timeout": timeout})
+        plan.steps.append({"kind": "probe"})
+        # Built now, encoded only when sent: the runner sees these inputs when this cell's turn comes.
+        plan.run.append(sandbox.Step(timeout, {"probes": probes, "arrays": values.to_wire(arrays)}, fork=hidden))
         plan.cells.append(i)
+        plan.probes.append(probes)
     return plan
 
 
 # ----------------------------------------------------------------------------- verdicts
 
 
-def _judge_call(pid: str, call: Call, check: Check, result: dict, plan: _Plan, out_dir: Path) -> tuple[bool, str]:
+def _judge_call(pid: str, call: Call, check: Check, result: dict, plan: _Plan, arrays) -> tuple[bool, str]:
     if result.get("not_implemented"):
         return False, not_implemented(check)
     cases = result.get("cases") if isinstance(result.get("cases"), dict) else {}
@@ -220,14 +217,14 @@ def _judge_call(pid: str, call: Call, check: Check, result: dict, plan: _Plan, o
         if "raised" in got:
             outcomes.append(Outcome(case, seed, args, kwargs, raised=str(got["raised"])[:600], changed=changed))
         else:
-            outcomes.append(Outcome(case, seed, args, kwargs, _read(got.get("ok"), out_dir), changed=changed))
+            outcomes.append(Outcome(case, seed, args, kwargs, _read(got.get("ok"), arrays), changed=changed))
     try:
         return decide(check, outcomes, call.hidden, missing)
     except Exception as e:  # noqa: BLE001 - a malformed output is the student's wrong answer
         return False, f"{check.task}: your output could not be compared ({type(e).__name__}: {e})"
 
 
-def _judge_train(call: Call, check: Check, result: dict, out_dir: Path) -> tuple[bool, str]:
+def _judge_train(call: Call, check: Check, result: dict, arrays) -> tuple[bool, str]:
     task = check.task
     if result.get("not_implemented"):
         return False, not_implemented(check)
@@ -242,13 +239,13 @@ def _judge_train(call: Call, check: Check, result: dict, out_dir: Path) -> tuple
         return False, (f"{task}: evaluating your model on ({result.get('window')}-word) contexts raised "
                        f"{result['eval_raised']}")
     ev = check.eval_set(call.hidden, call.seed)
-    logits = _read(result.get("logits"), out_dir)
+    logits = _read(result.get("logits"), arrays)
     seconds = float(result.get("seconds", 0.0)) if isinstance(result.get("seconds"), int | float) else 0.0
     window = result.get("window") if isinstance(result.get("window"), int) else 0
     return check.judge_model(ev, logits, window, seconds)
 
 
-def _verdicts(plan: _Plan, run: sandbox.RunResult, out_dir: Path, graded: Graded) -> None:
+def _verdicts(plan: _Plan, run: sandbox.RunResult, graded: Graded) -> None:
     for step_index, (step, cell_index) in enumerate(zip(plan.steps, plan.cells, strict=True)):
         end = run.step_end(step_index)
         if step["kind"] == "code":
@@ -258,29 +255,31 @@ def _verdicts(plan: _Plan, run: sandbox.RunResult, out_dir: Path, graded: Graded
         lines, passed = [], True
         results = end.get("probes") if end is not None else None
         results = results if isinstance(results, dict) else {}  # the sandbox's word: check its shape
+        arrays = end.get("arrays") if end is not None and isinstance(end.get("arrays"), dict) else {}
         timed_out = results.get("timeout") is True
-        for probe in step["probes"]:
+        crashed = results.get("crashed") if isinstance(results.get("crashed"), str) else None
+        for probe in plan.probes[step_index]:
             call, check = plan.calls[probe["id"]]
             result = results.get(probe["id"])
             result = result if isinstance(result, dict) else None
             forbidden = graded.forbidden.get(call.task)
             if result is not None and not forbidden and isinstance(result.get("forbidden"), str):
-                forbidden = graded.forbidden[call.task] = result["forbidden"]  # the runner's second opinion
+                forbidden = graded.forbidden[call.task] = result["forbidden"][:300]  # the runner's second opinion
             if forbidden:
                 ok, msg = False, forbidden_message(check, forbidden)
             elif result is None and timed_out:
-                ok, msg = False, (f"{check.task}: stopped after {step['timeout']:.0f} s: your code took too long "
-                                  "(an endless loop?)")
+                ok, msg = False, (f"{check.task}: stopped after {plan.run[step_index].timeout:.0f} s: your code "
+                                  "took too long (an endless loop?)")
             elif result is None:
-                why = run.killed or "the notebook stopped before this cell"
+                why = crashed or run.killed or "the notebook stopped before this cell"
                 ok, msg = False, f"{check.task}: not graded: {why}."
             elif result.get("missing"):
                 ok, msg = False, (f"{check.task}: `{call.fn}` is not defined; run the cell that defines it and fix "
                                   "any error it shows")
             elif check.probe == "train":
-                ok, msg = _judge_train(call, check, result, out_dir)
+                ok, msg = _judge_train(call, check, result, arrays)
             else:
-                ok, msg = _judge_call(probe["id"], call, check, result, plan, out_dir)
+                ok, msg = _judge_call(probe["id"], call, check, result, plan, arrays)
             passed &= ok
             lines.append(msg)
         graded.verdicts[cell_index] = Verdict(passed, lines)
@@ -297,7 +296,8 @@ def _clean_outputs(outputs) -> list[dict]:
         if kind == "stream" and o.get("name") in ("stdout", "stderr"):
             clean.append({"output_type": "stream", "name": o["name"], "text": str(o.get("text", ""))[:30_000]})
         elif kind in ("display_data", "execute_result") and isinstance(o.get("data"), dict):
-            data = {k: v for k, v in o["data"].items() if k in ("text/plain", "image/png") and isinstance(v, str)}
+            data = {k: v[:30_000] if k == "text/plain" else v for k, v in o["data"].items()
+                    if k in ("text/plain", "image/png") and isinstance(v, str) and len(v) <= 2_000_000}
             out = {"output_type": kind, "data": data, "metadata": {}}
             if kind == "execute_result":
                 out["execution_count"] = o.get("execution_count") if isinstance(o.get("execution_count"), int) else None
@@ -336,26 +336,28 @@ def grade_notebook(nb, *, use_sandbox: bool = True, limits: sandbox.Limits | Non
         return graded
     tmp = Path(tempfile.mkdtemp(prefix="lmbook-grade-"))
     try:
-        job_dir, out_dir, kept = tmp / "job", tmp / "out", tmp / "kept"
-        for d in (job_dir, out_dir, kept):
-            d.mkdir()
+        job_dir = tmp / "job"
+        job_dir.mkdir()
         unreadable = static.unreadable_cells(cells)
         for i, why in unreadable.items():
             graded.outputs[i] = [{"output_type": "error", "ename": "SyntaxError", "evalue": why, "traceback": [
                 f"the grader cannot read this cell as Python ({why}), so it did not run it"]}]
-        plan = _plan(nb, registry, job_dir, timeout, unreadable)
+        plan = _plan(nb, registry, timeout, unreadable)
+        # The job holds the student's own cells and nothing of the grader's: inputs go with each step.
         (job_dir / "job.json").write_text(json.dumps({"checks_module": module, "steps": plan.steps}))
         # tmp stays 0700 (mkdtemp): bubblewrap binds the job in as root; sandbox.run lets the sandbox read it
-        run = sandbox.run(job_dir, out_dir, [s["timeout"] for s in plan.steps], limits, sandbox=use_sandbox,
-                          keep_dir=kept)
-        if run.killed or not any(e.get("event") == "done" for e in run.events):
-            done = len({e.get("step") for e in run.events if e.get("event") == "end"})
+        run = sandbox.run(job_dir, plan.run, limits, sandbox=use_sandbox)
+        if run.stray:
+            graded.tampering.append(f"{run.stray} message(s) on the grader's channel that the grader's runner did "
+                                    "not send: the notebook's code wrote them (they were ignored)")
+        if not run.complete(len(plan.steps)):
+            done = len(run.ends)
             stop = plan.cells[done] if done < len(plan.cells) else None
             graded.problem = (run.killed or f"the run ended early (exit status {run.returncode})") + (
                 f"; cell {stop} did not finish, and the cells after it did not run" if stop is not None else "")
-            if not run.events:
+            if not run.ends:
                 graded.problem += f". Sandbox error: {run.stderr.strip()[-500:]}"
-        _verdicts(plan, run, kept, graded)  # outputs as they were when each step ended
+        _verdicts(plan, run, graded)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return graded

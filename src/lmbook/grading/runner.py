@@ -1,18 +1,24 @@
-"""Run one student's notebook inside the sandbox and record what their code computes.
+"""Run one student's notebook inside the sandbox and report what their code computes.
 
-    python -m lmbook.grading.runner JOB_DIR OUT_DIR
+    python -m lmbook.grading.runner JOB_DIR
 
 This is the only grading code that runs next to student code, so it decides
-nothing: it executes the student's cells in order (in an IPython shell, as a
-kernel would), and where the notebook has a test cell it calls the student's
-function on the inputs the grader wrote to ``JOB_DIR`` and saves what came
-back to ``OUT_DIR`` as plain ``.npy`` arrays and JSON. The verdicts are made
-outside the sandbox by :mod:`lmbook.grading.judge`, which never unpickles
-anything and recomputes every reference itself. Whatever the student's code
-patches in here can only spoil their own outputs.
+nothing and is trusted with nothing: it executes the student's cells in order
+(in an IPython shell, as a kernel would), and where the notebook has a test
+cell it calls the student's function on the inputs the grader sends for that
+cell, and sends back what came out, as plain arrays and JSON. The verdicts
+are made outside the sandbox by :mod:`lmbook.grading.judge`, which never
+unpickles anything and recomputes every reference itself.
 
-Events go to the grader through a pipe as they happen, so a run that is
-killed (timeout, memory, a crash) still tells the grader how far it got.
+The conversation is one message each way per step, over pipes: the grader
+sends a step's message (a fresh random nonce, and for a test cell its inputs)
+only when the step before it has ended, and accepts one reply per step, the
+first that carries that nonce. ``JOB_DIR`` holds only the student's own cells,
+so nothing the grader knows is readable before the call it is for; a hidden
+test cell runs in a forked child that exits when it has replied, so its inputs
+and whatever the student's code did with them are gone before the next cell.
+Whatever the student's code patches or forges in here can only spoil its own
+answers: a reply can say no more than the student's function itself could.
 """
 
 from __future__ import annotations
@@ -55,9 +61,20 @@ class _Stream(io.TextIOBase):
         return len(s)
 
 
+MAX_TEXT_CHARS = 20_000  # one displayed value's text
+MAX_IMAGE_CHARS = 2_000_000  # one figure, base64: a plot is ~50 kB; feedback pages stay small
+
+
 def _keep(data: dict) -> dict:
     # Plain text and PNG only: student HTML or JavaScript never reaches an instructor's browser.
-    kept = {k: data[k] for k in ("text/plain", "image/png") if isinstance(data.get(k), str)}
+    kept = {}
+    if isinstance(data.get("text/plain"), str):
+        kept["text/plain"] = data["text/plain"][:MAX_TEXT_CHARS]
+    if isinstance(data.get("image/png"), str):
+        if len(data["image/png"]) <= MAX_IMAGE_CHARS:
+            kept["image/png"] = data["image/png"]
+        else:
+            kept["text/plain"] = f"<an image of {len(data['image/png']) // 1000} kB: too large for the grader to keep>"
     return kept or {"text/plain": "<output of a type the grader does not keep>"}
 
 
@@ -95,25 +112,17 @@ def make_shell(outputs: list):
 # ----------------------------------------------------------------------------- values in and out
 
 
-def _load(spec: dict, job_dir: Path, device):
-    import numpy as np
+def _load(spec: dict, arrays: dict, device):
+    from lmbook.grading.values import decode, wire_loader
 
-    from lmbook.grading.values import decode
-
-    return decode(spec, lambda name: np.load(job_dir / name, allow_pickle=False), device, inputs=True)
+    return decode(spec, wire_loader(arrays), device, inputs=True)
 
 
-def _save(value, name: str, out_dir: Path) -> dict:
-    """Describe a returned value as JSON, with its tensors written to ``.npy`` files."""
-    import numpy as np
-
+def _save(value, name: str, arrays: dict) -> dict:
+    """Describe a returned value as JSON; its tensors go into ``arrays`` (sent with the step's reply)."""
     from lmbook.grading.values import encode
 
-    arrays: dict = {}
-    spec = encode(value, name, arrays)
-    for file, arr in arrays.items():
-        np.save(out_dir / file, arr, allow_pickle=False)
-    return spec
+    return encode(value, name, arrays)
 
 
 def _error(e: BaseException) -> str:
@@ -125,17 +134,24 @@ def _error(e: BaseException) -> str:
 _trained: dict = {}  # id(function) -> (function, result, seconds): one training run per function object
 
 
-def _probe_call(fn, probe: dict, job_dir: Path, out_dir: Path, device) -> dict:
+def _probe_call(fn, probe: dict, arrays: dict, out: dict, device, check) -> dict:
+    from lmbook.grading.checks import CallWatch
     from lmbook.grading.values import call_once
 
-    results = {}
+    results: dict = {}
+    found = None
     for case in probe["cases"]:
         try:
-            args = [_load(a, job_dir, device) for a in case["args"]]
-            kwargs = {k: _load(v, job_dir, device) for k, v in case["kwargs"].items()}
-            result = call_once(fn, args, kwargs, int(case.get("seed", 0)))  # as in the student's Jupyter run
+            args = [_load(a, arrays, device) for a in case["args"]]
+            kwargs = {k: _load(v, arrays, device) for k, v in case["kwargs"].items()}
+            if check is not None:
+                with CallWatch(check) as watch:  # the second opinion: what the answer calls
+                    result = call_once(fn, args, kwargs, int(case.get("seed", 0)))
+                found = found or watch.found
+            else:
+                result = call_once(fn, args, kwargs, int(case.get("seed", 0)))  # as in the student's Jupyter run
             if "out" in result:
-                results[case["id"]] = {"ok": _save(result["out"], case["id"], out_dir), "changed": result["changed"]}
+                results[case["id"]] = {"ok": _save(result["out"], case["id"], out), "changed": result["changed"]}
             else:
                 results[case["id"]] = {"raised": result["raised"], "changed": result["changed"]}
         except NotImplementedError:
@@ -144,16 +160,18 @@ def _probe_call(fn, probe: dict, job_dir: Path, out_dir: Path, device) -> dict:
             raise
         except BaseException as e:  # noqa: BLE001 - anything the student's code raises is their result
             results[case["id"]] = {"raised": _error(e)}
-    return {"cases": results}
+    return {"cases": results, **({"forbidden": found} if found else {})}
 
 
-def _probe_train(fn, probe: dict, job_dir: Path, out_dir: Path, device) -> dict:
+def _probe_train(fn, probe: dict, arrays: dict, out: dict, device, check) -> dict:
     import torch
 
     from lmbook.grading.checks import model_logits
 
+    # Training is timed against the task's budget, so it runs without the call watch's overhead; the static
+    # analysis and the function-object check still apply.
     if id(fn) not in _trained or _trained[id(fn)][0] is not fn:
-        args = [_load(a, job_dir, torch.device("cpu")) for a in probe["train_args"]]
+        args = [_load(a, arrays, torch.device("cpu")) for a in probe["train_args"]]
         start = time.perf_counter()
         try:
             result = fn(*args)
@@ -165,24 +183,24 @@ def _probe_train(fn, probe: dict, job_dir: Path, out_dir: Path, device) -> dict:
             return {"raised": _error(e)}
         _trained[id(fn)] = (fn, result, time.perf_counter() - start)
     _, result, seconds = _trained[id(fn)]
-    out = {"seconds": seconds}
+    reply = {"seconds": seconds}
     if not (isinstance(result, tuple) and len(result) == 2 and callable(result[0]) and type(result[1]) is int):
-        return {**out, "bad_return": type(result).__name__}
+        return {**reply, "bad_return": type(result).__name__}
     model, window = result
-    out["window"] = window
-    contexts = _load({"tensor": probe["contexts"]}, job_dir, torch.device("cpu"))
+    reply["window"] = window
+    contexts = _load(probe["contexts"], arrays, torch.device("cpu"))
     if not 1 <= window <= contexts.shape[1]:
-        return {**out, "bad_window": True}
+        return {**reply, "bad_window": True}
     try:
-        out["logits"] = _save(model_logits(model, window, contexts, device), probe["id"] + "_logits", out_dir)
+        reply["logits"] = _save(model_logits(model, window, contexts, device), probe["id"] + "_logits", out)
     except TimeLimit:
         raise
     except BaseException as e:  # noqa: BLE001
-        out["eval_raised"] = _error(e)
-    return out
+        reply["eval_raised"] = _error(e)
+    return reply
 
 
-def run_probe(ns: dict, probe: dict, job_dir: Path, out_dir: Path, checks) -> dict:
+def run_probe(ns: dict, probe: dict, arrays: dict, out: dict, checks) -> dict:
     from lmbook.device import get_device
     from lmbook.grading.checks import find_forbidden_use
 
@@ -197,26 +215,57 @@ def run_probe(ns: dict, probe: dict, job_dir: Path, out_dir: Path, checks) -> di
         except Exception:  # noqa: BLE001
             pass
     mode = _probe_train if probe["mode"] == "train" else _probe_call
-    result.update(mode(fn, probe, job_dir, out_dir, get_device()))
+    found = mode(fn, probe, arrays, out, get_device(), check)
+    if result.get("forbidden") and "forbidden" in found:
+        del found["forbidden"]  # the first opinion stands
+    result.update(found)
     return result
 
 
 # ----------------------------------------------------------------------------- main loop
 
 
-def main(job_dir: Path, out_dir: Path) -> None:
+def _run_step(shell, step: dict, frame: dict, outputs: list, checks) -> tuple[dict, dict]:
+    """Run one step under its soft time limit; return (probe results, arrays of the reply)."""
+    probes: dict = {}
+    out: dict = {}
+    signal.setitimer(signal.ITIMER_REAL, float(frame["timeout"]))
+    real_stdout, real_stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Stream("stdout", outputs), _Stream("stderr", outputs)
+    try:
+        if step["kind"] == "code":
+            shell.run_cell(step["source"], store_history=True)
+        else:
+            for probe in frame["probes"]:
+                probes[probe["id"]] = run_probe(shell.user_ns, probe, frame.get("arrays", {}), out, checks)
+    except TimeLimit:
+        outputs.append({"output_type": "error", "ename": "TimeLimit",
+                        "evalue": f"stopped after {float(frame['timeout']):.0f} s", "traceback": []})
+        probes["timeout"] = True
+    except BaseException as e:  # noqa: BLE001 - e.g. SystemExit from the student's code
+        outputs.append({"output_type": "error", "ename": type(e).__name__, "evalue": str(e)[:500],
+                        "traceback": []})
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        sys.stdout, sys.stderr = real_stdout, real_stderr
+    return probes, out
+
+
+def main(job_dir: Path) -> None:
+    from lmbook.grading.values import to_wire
+
     job = json.loads((job_dir / "job.json").read_text())
-    # Events go to the grader through the original stdout, a pipe; fd 1 is pointed at /dev/null so that
-    # nothing the student's code prints can land there by accident. After each step the runner waits for
-    # the grader's acknowledgement on stdin: by then the grader holds a copy of that step's outputs.
-    events = os.fdopen(os.dup(1), "w", buffering=1)
+    # Replies go to the grader through the original stdout, a pipe, and its messages come on the original
+    # stdin; fds 0 and 1 are pointed at /dev/null so that nothing the student's code prints or reads uses
+    # them by accident.
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-    acks = os.fdopen(os.dup(0), "rb", buffering=0)
+    messages = os.fdopen(os.dup(0), "rb", buffering=0)
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
 
-    def emit(**kw):
-        events.write(json.dumps(kw) + "\n")
-        events.flush()
+    def emit(**kw) -> None:
+        replies.write(json.dumps(kw) + "\n")
+        replies.flush()
 
     outputs: list = []
     shell = make_shell(outputs)
@@ -228,34 +277,38 @@ def main(job_dir: Path, out_dir: Path) -> None:
             checks = None
     signal.signal(signal.SIGALRM, _on_alarm)
     emit(event="ready")
-    real_stdout, real_stderr = sys.stdout, sys.stderr
+    reader = io.BufferedReader(messages, buffer_size=1 << 20)
     for i, step in enumerate(job["steps"]):
-        emit(step=i, event="start")
-        outputs.clear()
-        sys.stdout, sys.stderr = _Stream("stdout", outputs), _Stream("stderr", outputs)
-        probes = {}
-        signal.setitimer(signal.ITIMER_REAL, step["timeout"])
-        try:
-            if step["kind"] == "code":
-                shell.run_cell(step["source"], store_history=True)
-            else:
-                for probe in step["probes"]:
-                    probes[probe["id"]] = run_probe(shell.user_ns, probe, job_dir, out_dir, checks)
-        except TimeLimit:
-            outputs.append({"output_type": "error", "ename": "TimeLimit",
-                            "evalue": f"stopped after {step['timeout']:.0f} s", "traceback": []})
-            probes["timeout"] = True
-        except BaseException as e:  # noqa: BLE001 - e.g. SystemExit from the student's code
-            outputs.append({"output_type": "error", "ename": type(e).__name__, "evalue": str(e)[:500],
-                            "traceback": []})
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            sys.stdout, sys.stderr = real_stdout, real_stderr
-        emit(step=i, event="end", outputs=list(outputs), probes=probes)
-        if not acks.read(1):
+        line = reader.readline()
+        if not line:
             return  # the grader is gone
-    emit(event="done")
+        frame = json.loads(line)
+        outputs.clear()
+        if not frame.get("fork"):
+            probes, out = _run_step(shell, step, frame, outputs, checks)
+            emit(step=i, nonce=frame["nonce"], event="end", outputs=list(outputs), probes=probes,
+                 arrays=to_wire(out))
+            continue
+        # A hidden test cell: its inputs live only in this child, which replies and exits (no atexit or
+        # finalizers: os._exit). The parent, which goes on with the next cells, never holds them.
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                probes, out = _run_step(shell, step, frame, outputs, checks)
+                emit(step=i, nonce=frame["nonce"], event="end", outputs=[], probes=probes, arrays=to_wire(out))
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:  # the child died before it replied
+            emit(step=i, nonce=frame["nonce"], event="end", outputs=[], arrays={},
+                 probes={"crashed": f"the process running this cell ended abnormally (wait status {status})"})
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    # Run from the module under its own name: only the student's code is ``__main__`` (the call watch
+    # tells the student's frames from the grader's by that name).
+    from lmbook.grading import runner
+
+    runner.main(Path(sys.argv[1]))

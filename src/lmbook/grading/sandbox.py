@@ -1,8 +1,10 @@
 """Run :mod:`lmbook.grading.runner` on one submission inside a bubblewrap sandbox, with limits.
 
-The sandbox sees the Python installation (read-only), the job folder
-(read-only: the student's cells and the grader's inputs) and an output
-folder; nothing else of the machine. It has no network, its own process and
+The sandbox sees the Python installation (read-only) and the job folder
+(read-only: the student's own cells); nothing else of the machine. The
+grader and the runner talk over two pipes, one message each way per step
+(see :mod:`lmbook.grading.runner`): each step's inputs are sent when it
+starts, and the first reply that carries the step's nonce is its result. It has no network, its own process and
 IPC namespaces, an empty home, a small private ``/tmp``, and never holds a
 capability: as root, bubblewrap sets the sandbox up and student code runs as
 an unprivileged uid of its own; as a normal user, it runs in a user namespace
@@ -20,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -49,16 +52,32 @@ class Limits:
     total_s: float = 900.0
 
 
+MAX_REPLY_BYTES = 256 * 1024**2  # one step's reply (a trained model's logits are the largest honest one)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a run: its time limit, and what the runner is sent when it starts (e.g. a test's inputs)."""
+
+    timeout: float
+    message: dict = field(default_factory=dict)
+    fork: bool = False  # run it in a child that exits after replying (hidden tests)
+
+
 @dataclass
 class RunResult:
-    events: list[dict] = field(default_factory=list)  # in the order they arrived
+    ends: dict[int, dict] = field(default_factory=dict)  # step -> the runner's reply (with the step's nonce)
+    stray: int = 0  # other lines on the channel: only student code could have written them
     killed: str | None = None  # why the grader stopped the run, if it did
     returncode: int | None = None
     stderr: str = ""
 
     def step_end(self, i: int) -> dict | None:
-        """The first end event of step ``i``: the runner's own (a later one could only be forged)."""
-        return next((e for e in self.events if e.get("step") == i and e.get("event") == "end"), None)
+        """The reply to step ``i``: the first on the channel that carries the nonce sent with it."""
+        return self.ends.get(i)
+
+    def complete(self, steps: int) -> bool:
+        return len(self.ends) == steps
 
 
 def bwrap_path() -> str | None:
@@ -86,8 +105,8 @@ def _readable_roots() -> list[str]:
     return sorted(p for p in paths if os.path.exists(p))
 
 
-def command(job_dir: Path, out_dir: Path, limits: Limits, sandbox: bool = True) -> list[str]:
-    runner = [sys.executable, "-m", "lmbook.grading.runner", str(job_dir), str(out_dir)]
+def command(job_dir: Path, limits: Limits, sandbox: bool = True) -> list[str]:
+    runner = [sys.executable, "-m", "lmbook.grading.runner", str(job_dir)]
     prlimit = ["prlimit", f"--as={limits.memory_bytes}", f"--cpu={limits.cpu_seconds}",
                f"--fsize={limits.file_bytes}", f"--nproc={limits.processes}", f"--nofile={limits.open_files}",
                "--core=0", "--"]
@@ -129,7 +148,6 @@ def command(job_dir: Path, out_dir: Path, limits: Limits, sandbox: bool = True) 
     for d in _readable_roots():
         bind("--ro-bind", d)
     bind("--ro-bind", str(job_dir))
-    bind("--bind", str(out_dir))
     cmd += ["--chdir", "/home/student", "--"]
     if as_root:  # bubblewrap keeps only what setpriv needs to drop to the sandbox's uid and its last capabilities
         uid = str(sandbox_uid())
@@ -162,90 +180,127 @@ def sandbox_uid() -> int:
     return 1_000_000 + os.getpid()
 
 
-def _pids_cgroup(limit: int) -> Path | None:
-    """A cgroup (v1 or v2) capping the number of processes, where this machine lets us make one.
-
-    RLIMIT_NPROC does not bind root, so when root runs notebooks unsandboxed this is what stops a fork
-    bomb (sandboxed, it bounds bubblewrap's own processes too)."""
-    for base in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
+def _cgroups(limits: Limits) -> list[Path]:
+    """Control groups capping the run as a whole, where this machine lets us make them (root; cgroup v1 or v2):
+    the number of processes (RLIMIT_NPROC does not bind root, so unsandboxed this is what stops a fork bomb)
+    and the memory of all its processes together (RLIMIT_AS is per process: four children could each hold
+    the limit)."""
+    name = f"lmbook-{os.getpid()}-{time.monotonic_ns()}"
+    v2 = Path("/sys/fs/cgroup")
+    if (v2 / "cgroup.controllers").exists():  # one group, both limits
+        wanted = [(v2, {"pids.max": limits.processes, "memory.max": limits.memory_bytes})]
+    else:
+        wanted = [(v2 / "pids", {"pids.max": limits.processes}),
+                  (v2 / "memory", {"memory.limit_in_bytes": limits.memory_bytes})]
+    groups = []
+    for base, settings in wanted:
         if not (base / "cgroup.procs").exists() or not os.access(base, os.W_OK):
             continue
-        group = base / f"lmbook-{os.getpid()}-{time.monotonic_ns()}"
+        group = base / name
         try:
             group.mkdir()
-            (group / "pids.max").write_text(str(limit))
-            return group
+            for key, value in settings.items():
+                if (group / key).exists():
+                    (group / key).write_text(str(value))
+            groups.append(group)
         except OSError:
             try:
                 group.rmdir()
             except OSError:
                 pass
-    return None
+    return groups
 
 
-def run(job_dir: Path, out_dir: Path, step_timeouts: list[float], limits: Limits = Limits(),
-        sandbox: bool = True, keep_dir: Path | None = None) -> RunResult:
-    """Run the job; kill it when a step or the whole run overruns. Returns the events it recorded.
+def _out_of_memory(groups: list[Path]) -> bool:
+    for group in groups:
+        for name, key in (("memory.events", "oom_kill"), ("memory.oom_control", "oom_kill")):
+            try:
+                fields = dict(line.split() for line in (group / name).read_text().splitlines())
+            except (OSError, ValueError):
+                continue
+            if int(fields.get(key, 0)) > 0:
+                return True
+        try:
+            if int((group / "memory.failcnt").read_text()) > 0:
+                return True
+        except (OSError, ValueError):
+            pass
+    return False
 
-    After each step, the ``.npy`` files the runner wrote are copied to ``keep_dir`` (if given) before the
-    runner may go on: later student code can no longer change them there.
-    """
+
+def run(job_dir: Path, steps: list[Step], limits: Limits = Limits(), sandbox: bool = True) -> RunResult:
+    """Run the job's steps in order; kill the run when a step or the whole run overruns, and as soon as the
+    last step has replied (no student code runs after it). Returns the replies it accepted."""
     if sandbox:
         check_available()
-    if sandbox and os.geteuid() == 0:  # student code runs as sandbox_uid(): it reads the job, writes only out_dir
+    if sandbox and os.geteuid() == 0:  # student code runs as sandbox_uid(): it can read the job, nothing more
         for path in [job_dir, *job_dir.rglob("*")]:
             os.chmod(path, 0o755 if path.is_dir() else 0o644)
-        os.chown(out_dir, sandbox_uid(), sandbox_uid())
-    cgroup = _pids_cgroup(limits.processes) if os.geteuid() == 0 else None
+    groups = _cgroups(limits) if os.geteuid() == 0 else []
 
-    def enter_cgroup() -> None:  # in the child, before exec: everything it starts stays in the group
-        if cgroup is not None:
-            (cgroup / "cgroup.procs").write_text(str(os.getpid()))
+    def enter_cgroups() -> None:  # in the child, before exec: everything it starts stays in the groups
+        for group in groups:
+            (group / "cgroup.procs").write_text(str(os.getpid()))
 
     # Unsandboxed (trusted notebooks only), the student's files still go to a scratch folder, not to ours.
-    scratch = out_dir.parent / "home"
+    scratch = job_dir.parent / "home"
     scratch.mkdir(exist_ok=True)
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(command(job_dir, out_dir, limits, sandbox), stdin=subprocess.PIPE,
+        proc = subprocess.Popen(command(job_dir, limits, sandbox), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                preexec_fn=enter_cgroup, cwd=scratch)
-        return _watch(proc, out_dir, keep_dir, step_timeouts, limits, start)
+                                preexec_fn=enter_cgroups, cwd=scratch)
+        result = _watch(proc, steps, limits, start)
+        if result.killed and result.killed.startswith("the Python process died") and _out_of_memory(groups):
+            result.killed = (f"the notebook ran out of memory (limit {limits.memory_bytes / 1024**3:.1f} GiB "
+                             "for all its processes together)")
+        return result
     finally:
-        if cgroup is not None:
-            for _ in range(50):  # the group can be removed once its last process is reaped
+        for group in groups:
+            for _ in range(50):  # a group can be removed once its last process is reaped
                 try:
-                    cgroup.rmdir()
+                    group.rmdir()
                     break
                 except OSError:
                     time.sleep(0.1)
 
 
-def _keep(out_dir: Path, keep_dir: Path | None) -> None:
-    """Copy the outputs written so far; the first copy of a file is the one that counts."""
-    if keep_dir is None:
-        return
-    for path in out_dir.glob("*.npy"):
-        dest = keep_dir / path.name
-        if not dest.exists() and path.is_file() and not path.is_symlink():
-            shutil.copyfile(path, dest)
-
-
-def _watch(proc: subprocess.Popen, out_dir: Path, keep_dir: Path | None, step_timeouts: list[float],
-           limits: Limits, start: float) -> RunResult:
+def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: float) -> RunResult:
+    """The grader's side of the conversation. It never blocks on the runner: reads and writes are
+    non-blocking and multiplexed with the clock, so the time limits hold whatever the sandbox does."""
     result = RunResult()
+    nonces = [secrets.token_hex(16) for _ in steps]
     stderr_chunks: list[bytes] = []
-    pending = b""
-    step, step_started = -1, start
+    pending = bytearray()  # the reply being received: appended to, split only at a newline (linear in its size)
+    outbox = b""
+    step, step_started = -1, start  # -1: the runner has not said it is ready
     killed = None
-    streams = [proc.stdout, proc.stderr]
-    for s in streams:
+    for s in (proc.stdout, proc.stderr, proc.stdin):
         os.set_blocking(s.fileno(), False)
+    readers = [proc.stdout, proc.stderr]
+
+    def begin(i: int) -> bytes:
+        nonlocal step, step_started
+        step, step_started = i, time.monotonic()
+        message = {**steps[i].message, "nonce": nonces[i], "timeout": steps[i].timeout, "fork": steps[i].fork}
+        return (json.dumps(message) + "\n").encode()
+
     while True:
-        ready, _, _ = select.select([s for s in streams if not s.closed], [], [], 0.2)
+        wants_write = [proc.stdin] if outbox and not proc.stdin.closed else []
+        ready, writable, _ = select.select([s for s in readers if not s.closed], wants_write, [], 0.2)
+        if writable:
+            try:
+                outbox = outbox[os.write(proc.stdin.fileno(), outbox[: 1 << 16]):]
+            except BlockingIOError:
+                pass
+            except OSError:  # the runner is gone; what it said is in the replies already read
+                outbox = b""
         eof = False
         for s in ready:
-            chunk = s.read(1 << 16)
+            try:
+                chunk = s.read(1 << 16)
+            except BlockingIOError:
+                continue
             if not chunk:
                 eof = eof or s is proc.stdout
                 continue
@@ -253,34 +308,40 @@ def _watch(proc: subprocess.Popen, out_dir: Path, keep_dir: Path | None, step_ti
                 if sum(map(len, stderr_chunks)) < 65536:
                     stderr_chunks.append(chunk)
                 continue
-            *lines, pending = (pending + chunk).split(b"\n")
+            pending += chunk
+            lines = []
+            if b"\n" in chunk:
+                *lines, rest = pending.split(b"\n")
+                pending = bytearray(rest)
+            if len(pending) > MAX_REPLY_BYTES:
+                killed = f"the notebook sent the grader more than {MAX_REPLY_BYTES // 1024**2} MiB for one cell"
+                break
             for line in lines:
-                try:
-                    e = json.loads(line)
-                except ValueError:
-                    continue  # not the runner's
-                if not isinstance(e, dict):
-                    continue
-                result.events.append(e)
-                if e.get("event") == "start" and isinstance(e.get("step"), int) and e["step"] != step:
-                    step, step_started = e["step"], time.monotonic()
-                if e.get("event") == "end":
-                    _keep(out_dir, keep_dir)
-                    try:
-                        proc.stdin.write(b"k")
-                        proc.stdin.flush()
-                    except OSError:
-                        pass
+                e = _parse(line)
+                if step == -1 and e == {"event": "ready"}:
+                    outbox += begin(0) if steps else b""
+                elif (0 <= step and e is not None and e.get("event") == "end" and e.get("step") == step
+                      and e.get("nonce") == nonces[step] and step not in result.ends):
+                    result.ends[step] = e
+                    if step + 1 < len(steps):
+                        outbox += begin(step + 1)
+                elif line.strip():
+                    result.stray += 1
+        if result.complete(len(steps)) and steps:
+            break  # every step has replied: nothing the student's code does from now on is read
         now = time.monotonic()
-        if 0 <= step < len(step_timeouts) and now - step_started > step_timeouts[step] + limits.step_grace_s:
-            killed = f"a cell ran past its time limit ({step_timeouts[step]:.0f} s) and was stopped"
+        if killed:
+            pass
+        elif 0 <= step < len(steps) and now - step_started > steps[step].timeout + limits.step_grace_s:
+            killed = f"a cell ran past its time limit ({steps[step].timeout:.0f} s) and was stopped"
         elif now - start > limits.total_s:
             killed = f"the notebook ran past the time limit for a whole submission ({limits.total_s:.0f} s)"
-        if killed:
-            os.killpg(proc.pid, signal.SIGKILL)
+        if killed or eof or (proc.poll() is not None and not ready):
             break
-        if eof or (proc.poll() is not None and not ready):
-            break
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the sandbox and everything the student's code started in it
+    except ProcessLookupError:
+        pass
     proc.wait()
     try:
         stderr_chunks.append(proc.stderr.read() or b"")
@@ -288,7 +349,7 @@ def _watch(proc: subprocess.Popen, out_dir: Path, keep_dir: Path | None, step_ti
         pass
     stderr = b"".join(stderr_chunks)[-65536:].decode(errors="replace")
     result.killed, result.returncode, result.stderr = killed, proc.returncode, stderr
-    if killed is None and not any(e.get("event") == "done" for e in result.events):
+    if killed is None and not result.complete(len(steps)):
         if proc.returncode == -signal.SIGXCPU or "SIGXCPU" in stderr:
             result.killed = f"the notebook used more than {limits.cpu_seconds} s of CPU time"
         elif "MemoryError" in stderr or "can't allocate memory" in stderr:
@@ -296,3 +357,11 @@ def _watch(proc: subprocess.Popen, out_dir: Path, keep_dir: Path | None, step_ti
         else:
             result.killed = f"the Python process died (exit status {proc.returncode})"
     return result
+
+
+def _parse(line: bytes) -> dict | None:
+    try:
+        e = json.loads(line)
+    except ValueError:
+        return None
+    return e if isinstance(e, dict) else None

@@ -1,8 +1,9 @@
 """Values as they cross the sandbox's wall: the one encoding used by the student's kernel and by the grader.
 
 A case's inputs reach the student's function, and its result reaches the decision, through
-:func:`encode` and :func:`decode`: in the grader the arrays are ``.npy`` files between the trusted side and
-the sandbox; in Jupyter they are kept in memory. Either way the student's function receives the same
+:func:`encode` and :func:`decode`: in the grader the arrays travel as ``.npy`` bytes inside the messages
+between the trusted side and the sandbox (:func:`to_wire`, :func:`wire_loader`); in Jupyter they are kept
+in memory. Either way the student's function receives the same
 objects (fresh tensors, fresh strings, lists as lists and tuples as tuples) and the decision sees the same
 result (a NumPy float32 stays a NumPy float32, an int stays an int), so a verdict cannot differ between
 the notebook and the grader. Only plain data crosses: arrays are read without pickle, and anything else the
@@ -11,6 +12,8 @@ student returns becomes a stand-in that carries its type's name.
 
 from __future__ import annotations
 
+import base64
+import io
 import re
 from collections.abc import Callable, Sequence
 
@@ -100,6 +103,26 @@ def decode(spec, load: Callable[[str], np.ndarray], device: torch.device | str =
         items = [decode(s, load, device, depth + 1, inputs=inputs) for s in spec["seq"][:max_items]]
         return items if spec.get("type") == "list" else tuple(items)
     return stand_in(str(spec.get("object", "object")))()
+
+
+def to_wire(arrays: Arrays) -> dict[str, str]:
+    """Arrays as JSON-able text: each one's ``.npy`` bytes in base64 (no pickle, on either side)."""
+    wire = {}
+    for name, arr in arrays.items():
+        buf = io.BytesIO()
+        np.save(buf, arr, allow_pickle=False)
+        wire[name] = base64.b64encode(buf.getvalue()).decode("ascii")
+    return wire
+
+
+def wire_loader(wire) -> Callable[[str], np.ndarray]:
+    """The ``load`` for :func:`decode` of arrays sent by :func:`to_wire` (whatever else was sent raises)."""
+    def load(name: str) -> np.ndarray:
+        text = wire.get(name) if isinstance(wire, dict) else None
+        if not isinstance(text, str):
+            raise KeyError(name)
+        return np.load(io.BytesIO(base64.b64decode(text, validate=True)), allow_pickle=False)
+    return load
 
 
 def stand_in(type_name: str) -> type:
