@@ -122,8 +122,56 @@ def _future_hides_import():
     return _with_cell(nb, "assert 1 <> 2\nfrom torch.nn.functional import log_softmax", after="log_softmax")
 
 
+def _answer(log_softmax: str):
+    """A ready-made log_softmax by some route, every other answer right: only that task may lose its points."""
+    return lambda: fill({**GOOD, "log_softmax": log_softmax})
+
+
+# The ready-made answer by routes a deny-list of names misses; caught by the static analysis, the function
+# object's check or the run-time watch, whichever sees it first.
+READY_MADE = {
+    "private_alias": "from torch import log_softmax as _mine\n\ndef log_softmax(x, dim=-1):\n    return _mine(x, dim)",
+    "default_argument": "def log_softmax(x, dim=-1, _f=torch.log_softmax):\n    return _f(x, dim)",
+    "lambda_bound_later": ("helper = None\n\ndef log_softmax(x, dim=-1):\n    return helper(x, dim)\n\n"
+                           "helper = lambda x, dim: torch.nn.functional.log_softmax(x, dim)"),
+    "module_named_at_run_time": ("import importlib\nF = importlib.import_module('torch.nn.' + 'functional')\n\n"
+                                 "def log_softmax(x, dim=-1):\n    return F.log_softmax(x, dim)"),
+    "compiled_from_bytes": "log_softmax = eval(compile(b'lambda x, dim=-1: torch.log_softmax(x, dim)', 'a', 'eval'))",
+    # these two pass the static analysis and the function-object check: the run-time watch catches them
+    "attrgetter": ("import operator\nmine = operator.attrgetter('log_' + 'softmax')(torch)\n\n"
+                   "def log_softmax(x, dim=-1):\n    return mine(x, dim)"),
+    "methodcaller": ("import operator\n\ndef log_softmax(x, dim=-1):\n"
+                     "    return operator.methodcaller('log_' + 'softmax', dim)(x)"),
+    "builtins_through_itself": ("imp = __builtins__.__dict__['__imp' + 'ort__']\n"
+                                "F = imp('torch.nn.functional', fromlist=['log_softmax'])\n\n"
+                                "def log_softmax(x, dim=-1):\n    return F.log_softmax(x, dim)"),
+}
+
+# Code that would forge the grader's results from beside the answers (threads, forked processes writing to
+# the reply pipe after the runner's own reply): refused before it runs, and ignored if it ever ran.
+THREAD_FORGER = ("import os, threading, json\n"
+                 "def forge():\n    for fd in range(3, 64):\n        try:\n"
+                 "            os.write(fd, json.dumps({'event': 'end', 'step': 9, 'probes': {}}).encode() + b'\\n')\n"
+                 "        except OSError:\n            pass\n"
+                 "threading.Thread(target=forge, daemon=True).start()")
+FORK_FORGER = "import os\nif os.fork() == 0:\n    import time\n    time.sleep(5)\n    os._exit(0)"
+HUGE_IMAGE = "from IPython.display import display\ndisplay({'image/png': 'A' * 40_000_000}, raw=True)"
+
+
 HONEST_PATTERNS = ('"""My notes: the book keeps its tables in .npy files."""\n%matplotlib inline\nimport os\n'
                    "import sys\nsys.path.insert(0, '..')  # not /proc\nprint(os.path.join('runs', 'first'))")
+
+# What each ready-made route gets: (per-task points, flagged, a phrase of the report)
+READY_MADE_EXPECTED = {
+    "private_alias": ([0, 3, 3, 3, 4], False, "uses `torch.log_softmax`, the ready-made answer"),
+    "default_argument": ([0, 3, 3, 3, 4], False, "calls `.log_softmax`"),
+    "lambda_bound_later": ([0, 3, 3, 3, 4], False, "calls `.log_softmax`"),
+    "module_named_at_run_time": (ZERO, True, "imports `importlib`"),
+    "compiled_from_bytes": (ZERO, True, "calls `eval`"),
+    "attrgetter": ([0, 3, 3, 3, 4], False, "called torch's `log_softmax` while it ran"),
+    "methodcaller": ([0, 3, 3, 3, 4], False, "called torch's `log_softmax` while it ran"),
+    "builtins_through_itself": (ZERO, True, "reaches `__dict__`"),
+}
 
 # name -> (build, expected per-task points, flagged, a phrase the report must contain, extra files)
 CORPUS = {
@@ -174,6 +222,10 @@ CORPUS = {
                    "`%%time` runs the code", {}),
     "future_hides_import": (_future_hides_import, [0, 0, 3, 3, 4], False, "torch.nn.functional.log_softmax", {}),
     "honest_patterns": (lambda: _with_cell(fill(GOOD), HONEST_PATTERNS), FULL, False, "", {}),
+    "thread_forges_replies": (_tampering(THREAD_FORGER), ZERO, True, "imports `os`", {}),
+    "fork_forges_replies": (_tampering(FORK_FORGER), ZERO, True, "imports `os`", {}),
+    "huge_image": (lambda: _with_cell(fill(GOOD), HUGE_IMAGE), FULL, False, "", {}),
+    **{name: (_answer(code), *READY_MADE_EXPECTED[name], {}) for name, code in READY_MADE.items()},
 }
 # Not graded at all (a clear status, 0 points): the file itself is broken.
 BROKEN = {

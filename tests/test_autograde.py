@@ -1,7 +1,6 @@
 """End to end: `lmbook-grade` on sample submissions gives exactly the intended grades."""
 
 import csv
-import hashlib
 import os
 import re
 import shutil
@@ -12,6 +11,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from grading_outputs import digest as _digest
+from grading_outputs import rows as _rows
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "autograder"))
@@ -32,11 +33,6 @@ EXPECTED = {
     "imports_answer": (13, [0, 3, 3, 3, 4]),
     "not_a_notebook": (0, [0, 0, 0, 0, 0]),
 }
-
-
-def _digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def _grade(submissions: Path, out: Path) -> subprocess.CompletedProcess:
@@ -116,11 +112,6 @@ def _zip_of_samples(tmp_path: Path, entries: dict[str, str | None]) -> Path:
                 zf.write(subs / sample / "ch01_feedforward_lm.ipynb", name)
     shutil.rmtree(subs)
     return archive
-
-
-def _rows(out: Path) -> dict[str, dict]:
-    with (out / "grades.csv").open() as f:
-        return {row["student"]: row for row in csv.DictReader(f)}
 
 
 def test_lms_zip_is_graded_like_folders(tmp_path):

@@ -7,7 +7,6 @@ then nbgrader's own commands are run on the same course and must agree.
 from __future__ import annotations
 
 import csv
-import hashlib
 import os
 import re
 import shutil
@@ -19,6 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
+from grading_outputs import digest as _digest
+from grading_outputs import rows as _rows
+from grading_outputs import section as _section
 from hostile_corpus import (
     BROKEN,
     CORPUS,
@@ -55,23 +57,6 @@ def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
                            f"--CourseDirectory.source_directory={ROOT / 'solutions'}",
                            "--CourseDirectory.release_directory=release", "--log-level=ERROR"],
                           capture_output=True, text=True, env=_env(), cwd=ROOT / "autograder")
-
-
-def _digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def _rows(out: Path) -> dict[str, dict]:
-    with (out / "grades.csv").open() as f:
-        return {row["student"]: row for row in csv.DictReader(f)}
-
-
-def _section(report: str, student: str) -> str:
-    """The report's part about one student."""
-    m = re.search(rf"^## {re.escape(student)}:.*?(?=^## |\Z)", report, re.M | re.S)
-    assert m, f"no report section for {student}"
-    return m.group(0)
 
 
 @pytest.fixture(scope="module")

@@ -201,7 +201,7 @@ def test_a_cached_result_lands_on_the_same_cells_in_a_notebook_that_differs_by_a
             assert cached.verdicts[i].passed == passed[_label(cell)], f"test cell {i} got another's grade"
 
 
-def test_a_cell_the_analysis_cannot_read_is_not_run(tmp_path):
+def test_a_cell_the_analysis_cannot_read_is_not_run():
     # `<>` is valid only after `from __future__ import barry_as_FLUFL`: were the kernel to read Python
     # differently from the analysis, this is where unchecked code would hide; it never reaches the sandbox
     import importlib
@@ -221,6 +221,6 @@ def test_a_cell_the_analysis_cannot_read_is_not_run(tmp_path):
     nb.cells.insert(3, nbformat.v4.new_code_cell(hidden))
     unreadable = static.unreadable_cells(student_cells(nb))
     assert list(unreadable) == [3]
-    plan = _plan(nb, importlib.import_module(checks_module(nb)).check, tmp_path, 10.0, unreadable)
+    plan = _plan(nb, importlib.import_module(checks_module(nb)).check, 10.0, unreadable)
     assert 3 not in plan.cells and all(s.get("source") != hidden for s in plan.steps)
     assert len(plan.cells) == sum(c.cell_type == "code" for c in nb.cells) - 1  # every other cell runs

@@ -44,8 +44,8 @@ def grader_verdict(check: Check, answer, *, hidden: bool, seed: int) -> tuple[bo
         wire = json.loads(json.dumps(values.to_wire(sent)))
         a = [runner._load(spec, wire, CPU) for spec in specs]
         kw = {k: runner._load(spec, wire, CPU) for k, spec in kw_specs.items()}
-        with CallWatch(check) as watch:  # the runner's run-time second opinion
-            got = values.call_once(answer, a, kw, case_seed(seed, i))
+        watch = CallWatch(check)  # the runner's run-time second opinion
+        got = values.call_once(answer, a, kw, case_seed(seed, i), around=watch)
         if watch.found:
             return False, forbidden_message(check, watch.found)
         reply: values.Arrays = {}

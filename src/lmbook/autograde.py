@@ -24,8 +24,15 @@ nbgrader course, ``OUT/course/``, holds them all. With ``all``, an assignment
 with no submissions folder is skipped (and said so).
 
 Submissions are only read, never modified. One broken submission affects only
-its student. Time limits (``--timeout``) apply to student code only, never to
-the grader's own steps; a grader step that fails is run again once.
+its student, and what was odd about it is said in that student's status or
+notes: a symbolic link (never followed), a damaged or refused zip entry, a
+notebook over the size limit (``--max-notebook-mb``), a notebook file repaired
+for nbgrader, two folders that make the same student id. Names in any script
+are kept; macOS and Windows litter (``__MACOSX``, ``._*``, ``.DS_Store``) is
+ignored. Stopping the grader (Ctrl-C, SIGTERM) removes its temporary folders;
+re-running it resumes where it stopped. Time limits (``--timeout``) apply to
+student code only, never to the grader's own steps; a grader step that fails is
+run again once.
 """
 
 from __future__ import annotations
@@ -44,9 +51,16 @@ from pathlib import Path
 
 import nbformat
 
-from .grading import classreport, reports
+from .grading import classreport, interrupt, reports
+from .grading.archive import DEFAULT_ZIP_LIMITS, MB, GiB, ZipLimits
 from .grading.reports import Student
-from .grading.submissions import class_folder, find_submissions, read_submission, resolve_assignments
+from .grading.submissions import (
+    MAX_NOTEBOOK_BYTES,
+    class_folder,
+    find_submissions,
+    read_submission,
+    resolve_assignments,
+)
 
 HERE = Path(__file__).resolve()
 
@@ -65,14 +79,16 @@ def _nbgrader(args: list[str], course: Path, config_dir: Path, source: Path,
     # on two cores made a 2 s training run take a minute. Grading is many small ops anyway.
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("MKL_NUM_THREADS", "1")
+    # Student ids keep their letters (Zoë, José): nbgrader must read folder names as UTF-8 whatever the locale.
+    env["PYTHONUTF8"] = "1"
     if not use_sandbox:
         env["LMBOOK_NO_SANDBOX"] = "1"
     cmd = [sys.executable, "-m", "nbgrader", *args,
            f"--CourseDirectory.root={course}", f"--CourseDirectory.source_directory={source}",
            "--CourseDirectory.release_directory=release", "--log-level=WARN"]
-    r = subprocess.run(cmd, cwd=config_dir, env=env, capture_output=True, text=True)
+    r = interrupt.run_subprocess(cmd, cwd=config_dir, env=env)
     if r.returncode != 0:
-        r = subprocess.run(cmd, cwd=config_dir, env=env, capture_output=True, text=True)
+        r = interrupt.run_subprocess(cmd, cwd=config_dir, env=env)
     return r
 
 
@@ -151,10 +167,13 @@ def _phase1(job: tuple) -> dict:
 
 def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, source: Path,
           timeout: float = 300, workers: int | None = None, use_sandbox: bool = True,
-          progress: bool = True, course: Path | None = None) -> list[Student]:
+          progress: bool = True, course: Path | None = None, max_notebook_bytes: int = MAX_NOTEBOOK_BYTES,
+          zip_limits: ZipLimits = DEFAULT_ZIP_LIMITS) -> list[Student]:
     """Grade a class. Re-running it on the same output folder reuses every finished student's result.
 
     ``course``: the nbgrader course folder (default ``out/course``); several assignments share one.
+    ``max_notebook_bytes``: the most code and text a notebook may hold once its outputs are removed.
+    ``zip_limits``: how much an LMS zip may unpack to.
     """
     from .grading import sandbox
 
@@ -179,14 +198,17 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
     phases = {"generate": time.perf_counter() - started}
     db_url = f"sqlite:///{course / 'gradebook.db'}"
 
-    with tempfile.TemporaryDirectory() as tmp:
-        students = find_submissions(class_folder(submissions, Path(tmp)), nb_name)
+    # mkdtemp makes the folder 0700: other users of the machine never see the unpacked submissions. It is
+    # removed on leaving the block, also when the grader is stopped (interrupt.stop_cleanly), not after SIGKILL.
+    with tempfile.TemporaryDirectory(prefix="lmbook-grade-unzip-") as tmp:
+        root, zip_problems = class_folder(submissions, Path(tmp), zip_limits)
+        students = find_submissions(root, nb_name, zip_problems)
         if not students:
             raise SystemExit(f"{submissions}: no submissions found")
-        # The course gets a copy of each readable notebook, and nothing else the student sent.
+        # The course gets a copy of each readable notebook (without outputs), and nothing else the student sent.
         for st in students:
             dest = course / "submitted" / st.sid / assignment
-            nb = read_submission(st) if st.notebook is not None else None
+            nb = read_submission(st, max_notebook_bytes) if st.notebook is not None else None
             if nb is None:
                 shutil.rmtree(course / "submitted" / st.sid / assignment, ignore_errors=True)
                 st.notebook = None
@@ -266,19 +288,27 @@ def _run_phase1(jobs: list[tuple], workers: int | None, progress: bool,
         todo = [job for job in jobs if job[0] not in results]
         if not todo:
             break
-        with ProcessPoolExecutor(max_workers=max(1, min(workers or os.cpu_count() or 1, len(todo)))) as pool:
-            futures = {pool.submit(work or _phase1, job): job[0] for job in todo}
-            for fut in tqdm(as_completed(futures), total=len(futures), desc="grading", unit="notebook",
-                            disable=not progress, file=sys.stdout):
-                try:
-                    results[futures[fut]] = fut.result()
-                except Exception as e:
-                    if type(e).__name__ == "NotebookConfigError":  # by name: importing judge here costs torch
-                        raise  # the course's notebook is broken: stop the batch and say so
-                    if attempt == 2:
-                        results[futures[fut]] = {"sid": futures[fut], "error": "the grader's worker process "
-                                                 f"failed twice ({type(e).__name__}: {e})"}
+        with ProcessPoolExecutor(max_workers=max(1, min(workers or os.cpu_count() or 1, len(todo))),
+                                 initializer=interrupt.unwind_on_signals) as pool:
+            futures = {pool.submit(interrupt.call_in_worker, work or _phase1, job): job[0] for job in todo}
+            try:
+                for fut in tqdm(as_completed(futures), total=len(futures), desc="grading", unit="notebook",
+                                disable=not progress, file=sys.stdout):
+                    _collect(fut, futures[fut], attempt, results)
+            except BaseException:  # stopped, or the course is broken: no worker may go on grading
+                interrupt.stop_workers(pool)
+                raise
     return list(results.values())
+
+
+def _collect(fut, sid: str, attempt: int, results: dict[str, dict]) -> None:
+    try:
+        results[sid] = fut.result()
+    except Exception as e:
+        if type(e).__name__ == "NotebookConfigError":  # by name: importing judge here costs torch
+            raise  # the course's notebook is broken: stop the batch and say so
+        if attempt == 2:
+            results[sid] = {"sid": sid, "error": f"the grader's worker process failed twice ({type(e).__name__}: {e})"}
 
 
 def _nbgrader_error(log: str, sid: str) -> str:
@@ -335,6 +365,9 @@ def _say(out: Path, students: list[Student], label: str = "") -> None:
             print(f"  {st.sid}: {st.status}")
         if st.suspicious:
             print(f"  {st.sid}: flagged: {st.suspicious[0]}")
+        for note in st.notes:
+            if note.startswith("student id clash"):
+                print(f"  {st.sid}: {note}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,7 +388,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=None, help="parallel gradings (default: one per core)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run student code without bubblewrap: only for notebooks you trust")
+    p.add_argument("--max-notebook-mb", type=float, default=MAX_NOTEBOOK_BYTES / MB,
+                   help=f"most code and text a notebook may hold once its outputs are removed\n"
+                        f"(default {MAX_NOTEBOOK_BYTES / MB:g}); outputs never count")
+    p.add_argument("--max-unzip-gb", type=float, default=DEFAULT_ZIP_LIMITS.max_total_bytes / GiB,
+                   help=f"most a class zip may unpack to, in GiB (default "
+                        f"{DEFAULT_ZIP_LIMITS.max_total_bytes / GiB:g}); entries past it are reported, not unpacked")
     a = p.parse_args(argv)
+    try:
+        with interrupt.stop_cleanly():
+            return _run(p, a)
+    except (interrupt.Stopped, KeyboardInterrupt) as e:
+        why = str(e) if isinstance(e, interrupt.Stopped) else "stopped by SIGINT"
+        print(f"\nlmbook-grade: {why}; its temporary folders were removed. Results finished so far are kept in the "
+              "course folder: the same command resumes.", file=sys.stderr)
+        return 128 + getattr(e, "signum", 2)
+
+
+def _run(p: argparse.ArgumentParser, a: argparse.Namespace) -> int:
     config_dir = a.course.resolve()
     if not (config_dir / "nbgrader_config.py").exists():
         p.error(f"{config_dir}: no nbgrader_config.py (run from the repository root or pass --course)")
@@ -363,7 +413,9 @@ def main(argv: list[str] | None = None) -> int:
     out = a.out.resolve()
     names = a.assignment or ["ch01"]
     assignments = resolve_assignments(names, source)
-    kwargs = {"timeout": a.timeout, "workers": a.workers, "use_sandbox": not a.no_sandbox, "progress": True}
+    kwargs = {"timeout": a.timeout, "workers": a.workers, "use_sandbox": not a.no_sandbox, "progress": True,
+              "max_notebook_bytes": int(a.max_notebook_mb * MB),
+              "zip_limits": ZipLimits(max_total_bytes=int(a.max_unzip_gb * GiB))}
     if len(names) == 1 and names != ["all"]:
         students = grade(a.submissions.resolve(), out, assignments[0], config_dir, source, **kwargs)
         _say(out, students)

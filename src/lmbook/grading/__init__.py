@@ -12,6 +12,8 @@ which the notebook's locked set-up cell names (``from lmbook.tasks.ch02 import c
 - :mod:`.feedback`: keeps hidden tests out of feedback
 - :mod:`.submissions`, :mod:`.reports`, :mod:`.classreport`: ``lmbook-grade``'s input (the class's
   notebooks) and output (grades, reports, the class page)
+- :mod:`.archive`: unpacking an LMS zip, each refused entry reported for its student
+- :mod:`.interrupt`: stopping ``lmbook-grade`` (SIGTERM, Ctrl-C) without leaving temporary folders
 """
 
 from .checks import Case, Check, CheckFailed, Mutant, Registry, run_check

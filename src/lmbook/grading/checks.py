@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ..device import get_device
 from . import values
@@ -186,11 +187,13 @@ class CallWatch:
     """Notes, while the answer runs, the first call of a ready-made answer, found by what is called.
 
     The static analysis and :func:`find_forbidden_use` read names and the objects a function holds; this
-    sees the calls themselves (``sys.setprofile``), so an alias, a default argument, a lambda bound later,
-    code compiled at run time or a module named at run time are caught all the same: a forbidden Python
-    function or method is known by its code object, a built-in by identity, and from the student's own code
-    (``__main__``) a call into the grader's or a forbidden module, or of a torch built-in by a forbidden name.
-    ``found`` is ``None`` when nothing was seen. Use as a context manager around the call only.
+    sees the calls themselves, so an alias, a default argument, a lambda bound later, code compiled at run
+    time or a module named at run time are caught all the same. Two hooks: ``sys.setprofile`` sees Python
+    calls (a forbidden function or method known by its code object, a built-in by identity, and from the
+    student's own code, ``__main__``, a call into the grader's or a forbidden module or of a torch built-in
+    by a forbidden name); a :class:`~torch.overrides.TorchFunctionMode` sees every torch function and tensor
+    method the answer calls, even from C (``operator.methodcaller``, ``map``), by identity or forbidden
+    name. ``found`` is ``None`` when nothing was seen. Use as a context manager around the call only.
     """
 
     def __init__(self, check: Check):
@@ -202,6 +205,7 @@ class CallWatch:
                     else [_unwrap(f)]:
                 if isinstance(fn, types.FunctionType):
                     self._codes[fn.__code__] = getattr(f, "__qualname__", fn.__qualname__)
+        self._functions = {id(f): f for f in check.forbidden}
         self._modules = (*GRADER_MODULES, *check.forbidden_modules)
         self._attrs = set(check.forbidden_attrs)
 
@@ -220,11 +224,22 @@ class CallWatch:
             if frame.f_code in self._codes:
                 self.found = f"called `{self._codes[frame.f_code]}` while it ran, the ready-made answer"
             elif caller is not None and caller.f_globals.get("__name__") == "__main__" and _in_modules(
-                    str(frame.f_globals.get("__name__", "")), self._modules):
+                    str(frame.f_globals.get("__name__", "")), self._modules) and frame.f_code is not _HANDLER:
                 self.found = (f"called `{frame.f_globals['__name__']}.{frame.f_code.co_name}` while it ran, "
                               "from a module that holds the ready-made answer")
 
+    def _torch_call(self, func, caller: str) -> None:
+        if self.found is not None or _in_modules(caller, GRADER_MODULES):  # the grader's own code (its mutants)
+            return
+        name = getattr(func, "__name__", "")
+        if self._functions.get(id(func)) is func:
+            self.found = f"called `{name}` while it ran, the ready-made answer"
+        elif name in self._attrs:
+            self.found = f"called torch's `{name}` while it ran, a ready-made implementation of this task"
+
     def __enter__(self) -> CallWatch:
+        self._mode = _TorchCalls(self._torch_call)
+        self._mode.__enter__()
         self._before = sys.getprofile()
         sys.setprofile(self._profile)
         return self
@@ -233,6 +248,28 @@ class CallWatch:
         if sys.getprofile() != self._profile and self.found is None:  # bound methods: == not `is`
             self.found = "switched off the grader's watch over the calls it makes (sys.setprofile)"
         sys.setprofile(self._before)
+        self._mode.__exit__(*exc)
+
+
+class _TorchCalls(TorchFunctionMode):
+    """Reports each torch function the code calls (not the calls torch makes inside it: the mode is off there)."""
+
+    def __init__(self, report: Callable):
+        super().__init__()
+        self.report = report
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        # The Python code that made the call, past torch's own dispatch layers (for a call from C, such as
+        # map(), the code that called that).
+        frame, own = sys._getframe(1), getattr(_unwrap(func), "__code__", None)
+        while frame.f_back is not None and (frame.f_globals.get("__name__") in _DISPATCH or frame.f_code is own):
+            frame = frame.f_back  # a Python torch function hands itself to the mode from its own first line
+        self.report(func, str(frame.f_globals.get("__name__", "")))
+        return func(*args, **(kwargs or {}))
+
+
+_DISPATCH = {"torch.overrides", "torch._tensor"}
+_HANDLER = _TorchCalls.__torch_function__.__code__  # the watch's own frame, entered from the student's calls
 
 
 def _from_torch(fn) -> bool:
@@ -273,9 +310,9 @@ def run_check(check: Check, answer: Callable, *, hidden: bool = False, seed: int
         args, kwargs = case_inputs(case, seed, i, device)
         passed_in = (values.round_trip(tuple(args), device, inputs=True),
                      {k: values.round_trip(v, device, inputs=True) for k, v in kwargs.items()})
+        watch = CallWatch(check)
         try:
-            with CallWatch(check) as watch:
-                result = values.call_once(answer, passed_in[0], passed_in[1], case_seed(seed, i))
+            result = values.call_once(answer, passed_in[0], passed_in[1], case_seed(seed, i), around=watch)
         except NotImplementedError:
             raise CheckFailed(not_implemented(check)) from None
         if watch.found:

@@ -31,7 +31,7 @@ import nbformat
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool, Float, Unicode
 
-from . import judge
+from . import interrupt, judge
 
 # Tags that change whether or how a cell runs (nbclient, Jupyter Book, nbval...).
 EXECUTION_TAGS = {"skip-execution", "raises-exception", "skip", "remove-cell", "remove-input", "nbval-skip",
@@ -195,7 +195,8 @@ class SandboxedExecute(Preprocessor):
         cache = cache_dir_for(resources, self.cache_dir)
         graded = load_cached(cache, key, nb)
         if graded is None:
-            graded = judge.grade_notebook(nb, use_sandbox=not self.no_sandbox, timeout=self.timeout)
+            with interrupt.unwinding():  # stopping nbgrader (or lmbook-grade) removes the sandbox's folder too
+                graded = judge.grade_notebook(nb, use_sandbox=not self.no_sandbox, timeout=self.timeout)
             store(cache, key, graded, nb)
         apply(nb, graded)
         student = resources.get("nbgrader", {}).get("student", "?")

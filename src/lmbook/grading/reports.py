@@ -28,6 +28,7 @@ class Student:
     suspicious: list[str] = field(default_factory=list)  # evidence of tampering, for the instructor
     forbidden: dict[str, str] = field(default_factory=dict)  # task -> the ready-made answer it used
     cached: bool = False
+    source: str = ""  # the folder or file of the class folder it came from (the id is made from it)
 
     @property
     def score(self) -> float:
@@ -76,6 +77,8 @@ def write_report(students: list[Student], tasks_max: dict[str, float], summary: 
         lines += [f"## {st.sid}: {st.score:g} / {sum(tasks_max.values()):g} ({st.status})", ""]
         if st.suspicious:
             lines += ["**Flagged for review** (see suspicious.md): " + st.suspicious[0], ""]
+        if st.source and st.source != st.sid:
+            lines += [f"Submitted as `{st.source}`.", ""]
         for note in st.notes:
             lines.append(f"- note: {note}")
         if st.notes:

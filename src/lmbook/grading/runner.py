@@ -144,12 +144,9 @@ def _probe_call(fn, probe: dict, arrays: dict, out: dict, device, check) -> dict
         try:
             args = [_load(a, arrays, device) for a in case["args"]]
             kwargs = {k: _load(v, arrays, device) for k, v in case["kwargs"].items()}
-            if check is not None:
-                with CallWatch(check) as watch:  # the second opinion: what the answer calls
-                    result = call_once(fn, args, kwargs, int(case.get("seed", 0)))
-                found = found or watch.found
-            else:
-                result = call_once(fn, args, kwargs, int(case.get("seed", 0)))  # as in the student's Jupyter run
+            watch = CallWatch(check) if check is not None else None  # the second opinion: what the answer calls
+            result = call_once(fn, args, kwargs, int(case.get("seed", 0)), around=watch)  # as in Jupyter
+            found = found or (watch.found if watch is not None else None)
             if "out" in result:
                 results[case["id"]] = {"ok": _save(result["out"], case["id"], out), "changed": result["changed"]}
             else:

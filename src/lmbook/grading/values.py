@@ -16,6 +16,7 @@ import base64
 import io
 import re
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 import torch
@@ -163,7 +164,7 @@ def snapshot(value):
     return value
 
 
-def call_once(fn, args: Sequence, kwargs: dict, seed: int) -> dict:
+def call_once(fn, args: Sequence, kwargs: dict, seed: int, around: AbstractContextManager | None = None) -> dict:
     """Call a student's function as both the kernel and the grader do, with torch's RNG seeded first.
 
     Returns ``{"out": result}`` or ``{"raised": "TypeError: ..."}``, and ``"changed"``: the arguments the
@@ -173,7 +174,8 @@ def call_once(fn, args: Sequence, kwargs: dict, seed: int) -> dict:
     before = [snapshot(a) for a in args], {k: snapshot(v) for k, v in kwargs.items()}
     torch.manual_seed(seed)  # a sampling answer draws the same numbers in Jupyter and in the grader
     try:
-        result = {"out": fn(*args, **kwargs)}
+        with around or nullcontext():  # e.g. the watch over what the answer calls: around the call only
+            result = {"out": fn(*args, **kwargs)}
     except NotImplementedError:
         raise
     except Exception as e:  # noqa: BLE001 - whatever the student's code raises is their result
