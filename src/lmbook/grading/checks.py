@@ -198,14 +198,13 @@ class CallWatch:
 
     def __init__(self, check: Check):
         self.found: str | None = None
-        self._builtins = {id(f): f for f in check.forbidden if not isinstance(f, types.FunctionType | type)}
         self._codes: dict[types.CodeType, str] = {}
         for f in check.forbidden:
             for fn in [v for v in vars(f).values() if isinstance(v, types.FunctionType)] if isinstance(f, type) \
                     else [_unwrap(f)]:
                 if isinstance(fn, types.FunctionType):
                     self._codes[fn.__code__] = getattr(f, "__qualname__", fn.__qualname__)
-        self._functions = {id(f): f for f in check.forbidden}
+        self._objects = {id(f): f for f in check.forbidden}  # by identity: built-ins, functions, classes
         self._modules = (*GRADER_MODULES, *check.forbidden_modules)
         self._attrs = set(check.forbidden_attrs)
 
@@ -215,7 +214,7 @@ class CallWatch:
         student = frame.f_globals.get("__name__") == "__main__"
         if event == "c_call":
             name = getattr(arg, "__name__", "")
-            if id(arg) in self._builtins and self._builtins[id(arg)] is arg:
+            if self._objects.get(id(arg)) is arg:
                 self.found = f"called `{name}` while it ran, the ready-made answer"
             elif student and name in self._attrs and _from_torch(arg):
                 self.found = f"called torch's `{name}` while it ran, a ready-made implementation of this task"
@@ -232,7 +231,7 @@ class CallWatch:
         if self.found is not None or _in_modules(caller, GRADER_MODULES):  # the grader's own code (its mutants)
             return
         name = getattr(func, "__name__", "")
-        if self._functions.get(id(func)) is func:
+        if self._objects.get(id(func)) is func:
             self.found = f"called `{name}` while it ran, the ready-made answer"
         elif name in self._attrs:
             self.found = f"called torch's `{name}` while it ran, a ready-made implementation of this task"

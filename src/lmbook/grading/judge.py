@@ -190,7 +190,7 @@ def _plan(nb, registry, timeout: float, unreadable: dict[int, str]) -> _Plan:
                                                       for k2, v in kwargs.items()}})
             probes.append(probe)
         plan.steps.append({"kind": "probe"})
-        # Built now, encoded only when sent: the runner sees these inputs when this cell's turn comes.
+        # Not in the job folder: the runner is sent these inputs only when this cell's turn comes.
         plan.run.append(sandbox.Step(timeout, {"probes": probes, "arrays": values.to_wire(arrays)}, fork=hidden))
         plan.cells.append(i)
         plan.probes.append(probes)
