@@ -48,8 +48,9 @@ MODES = {  # repeats of timed runs, seeds per chapter, submissions to grade, mic
     "full": {"repeats": 3, "seeds": 3, "submissions": 100, "size": (512, 10_000), "book": True},
     "quick": {"repeats": 1, "seeds": 1, "submissions": 5, "size": (512, 10_000), "book": True},
     # the tests' smoke run: one chapter stands for all (each chapter's notebook already runs in the book build)
+    # and an exercise without a training task is graded (ch01's trains a model per submission: minutes)
     "tiny": {"repeats": 1, "seeds": 1, "submissions": 2, "size": (8, 50), "book": False,
-             "only": ["ch01_feedforward_lm"], "exercises": ["ch04"]},
+             "only": ["ch01_feedforward_lm"], "exercises": ["ch05"], "throughput_on": "ch05"},
 }
 
 
@@ -154,6 +155,16 @@ HEADLINES = {
         ("subject head: weight on the subject from the word before the verb", "best_subj_w"),
         ("agreement behind a phrase, all heads", "agree_all"),
         ("agreement behind a phrase, subject head switched off", "agree_best_off"),
+    ],
+    "ch07_positions": [
+        ("best position scheme, positions ≤ L: perplexity ÷ floor", "best_ppl_ratio"),
+        ("true model (floor): test perplexity", "floor_ppl"),
+        *[(f"{s} positions, 2L … 4L: perplexity ÷ floor", f"r_{s}_2")
+          for s in ("none", "learned", "sinusoidal", "relative", "alibi", "rope")],
+        ("reversal, no positions: examples right", "rev_seq_none"),
+        ("reversal, learned positions: examples right", "rev_seq_learned"),
+        ("reversal, RoPE: examples right", "rev_seq_rope"),
+        ("reversal, ALiBi: examples right", "rev_seq_alibi"),
     ],
 }
 
@@ -260,27 +271,27 @@ c.GenerateAssignment.create_assignment = True
 """
 
 
-def _submissions(dest: Path, n: int) -> list[str]:
+def _submissions(dest: Path, n: int, assignment: str) -> list[str]:
     """n submissions, cycling through the sample students (correct, blank, partly wrong, ...).
 
     Each gets a comment naming it in its first answer cell: lmbook-grade caches results by the code of a
     notebook, and without it identical copies would be graded once per kind instead of once per student.
     """
     import nbformat
-    from make_samples import NOTEBOOK, make_samples
+    from make_samples import make_samples, notebook_name
 
     samples = dest.parent / "samples"
-    kinds = [k for k in make_samples(samples) if k != "not_a_notebook"]
+    kinds = [k for k in make_samples(samples, assignment) if k != "not_a_notebook"]
     names = []
     for i in range(n):
         kind = kinds[i % len(kinds)]
         name = f"s{i:03d}_{kind}"
-        nb = nbformat.read(samples / kind / NOTEBOOK, as_version=4)
+        nb = nbformat.read(samples / kind / notebook_name(assignment), as_version=4)
         answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")
                       and c.cell_type == "code")
         answer.source += f"\n# submission {name}"
         (dest / name).mkdir(parents=True)
-        nbformat.write(nb, dest / name / NOTEBOOK)
+        nbformat.write(nb, dest / name / notebook_name(assignment))
         names.append(name)
     return names
 
@@ -315,7 +326,7 @@ def _run_measured(cmd: list[str], cwd: Path, env: dict, log: Path) -> tuple[floa
     return seconds, peak / 2**20
 
 
-def grading(n: int) -> dict:
+def grading(n: int, assignment: str = "ch01") -> dict:
     """lmbook-grade and plain serial `nbgrader autograde` on the same n submissions: time, memory, totals."""
     from nbgrader.api import Gradebook
 
@@ -325,9 +336,9 @@ def grading(n: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         subs = tmp / "subs"
-        names = _submissions(subs, n)
-        ours_s, ours_mib = _run_measured([str(BIN / "lmbook-grade"), str(subs), "--out", str(tmp / "lmbook")],
-                                         ROOT, env, tmp / "lmbook.log")
+        names = _submissions(subs, n, assignment)
+        ours_s, ours_mib = _run_measured([str(BIN / "lmbook-grade"), str(subs), "--assignment", assignment,
+                                          "--out", str(tmp / "lmbook")], ROOT, env, tmp / "lmbook.log")
         with (tmp / "lmbook" / "grades.csv").open(newline="") as f:
             ours_total = {row["student"]: float(row["total"]) for row in csv.DictReader(f)}
 
@@ -337,19 +348,19 @@ def grading(n: int) -> dict:
         course.mkdir()
         (course / "nbgrader_config.py").write_text(PLAIN_CONFIG.format(source=str(ROOT / "solutions")))
         nbgrader = [sys.executable, "-m", "nbgrader"]
-        subprocess.run([*nbgrader, "generate_assignment", "ch01", "--force"], cwd=course, env=env, check=True,
+        subprocess.run([*nbgrader, "generate_assignment", assignment, "--force"], cwd=course, env=env, check=True,
                        capture_output=True)
         for name in names:
-            shutil.copytree(subs / name, course / "submitted" / name / "ch01")
-        plain_s, plain_mib = _run_measured([*nbgrader, "autograde", "ch01", "--create"], course, env,
+            shutil.copytree(subs / name, course / "submitted" / name / assignment)
+        plain_s, plain_mib = _run_measured([*nbgrader, "autograde", assignment, "--create"], course, env,
                                            tmp / "plain.log")
         with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-            plain_total = {name: float(gb.find_submission("ch01", name).score) for name in names}
+            plain_total = {name: float(gb.find_submission(assignment, name).score) for name in names}
 
     differ = {name: {"lmbook_grade": ours_total.get(name), "nbgrader_autograde": plain_total[name]}
               for name in names if ours_total.get(name) is None or abs(ours_total[name] - plain_total[name]) > 1e-6}
     ours_rate, plain_rate = 60 * n / ours_s, 60 * n / plain_s
-    return {"submissions": n, "workers": workers,
+    return {"assignment": assignment, "submissions": n, "workers": workers,
             "lmbook_grade": {"seconds": ours_s, "per_minute": ours_rate, "peak_rss_mib": ours_mib,
                              "includes": "sandboxed runs, assignment generation, autograde and feedback"},
             "nbgrader_autograde": {"seconds": plain_s, "per_minute": plain_rate, "peak_rss_mib": plain_mib,
@@ -427,7 +438,8 @@ def report(r: dict) -> str:
                      f"| {e['ratio']:.2f}× |")
     g = r["grading"]
     ours, plain = g["lmbook_grade"], g["nbgrader_autograde"]
-    lines += ["", "## Grading", "", f"{g['submissions']} generated submissions of exercise 1 (correct, blank, "
+    lines += ["", "## Grading", "", f"{g['submissions']} generated submissions of exercise "
+              f"{int(g.get('assignment', 'ch01')[2:])} (correct, blank, "
               "partly wrong, syntax error, imported answer, in turn; each a distinct notebook), graded by both "
               f"in the same run. `lmbook-grade` ran {g['workers']} workers (its default, one per core); plain "
               "`nbgrader autograde` is serial, with nbgrader's default preprocessors (its own course folder and "
@@ -504,7 +516,7 @@ def main(argv: list[str] | None = None) -> dict:
     print("from scratch vs built-ins...", flush=True)
     results["builtins"] = builtins(cfg["size"], cfg["repeats"])
     print("grading...", flush=True)
-    results["grading"] = grading(cfg["submissions"])
+    results["grading"] = grading(cfg["submissions"], cfg.get("throughput_on", "ch01"))
     print("grading each exercise...", flush=True)
     results["grading_each_exercise"] = grading_each_exercise(cfg.get("exercises", list(ASSIGNMENTS)))
     text = report(results)

@@ -47,7 +47,7 @@ def test_builtin_comparisons_and_grading_throughput_are_reported(tiny):
 
 
 def test_an_exercise_is_graded_from_its_samples(tiny):
-    e = tiny[0]["grading_each_exercise"]["ch04"]  # --tiny grades one exercise; full runs grade every one
+    (e,) = tiny[0]["grading_each_exercise"].values()  # --tiny grades one exercise; full runs grade every one
     assert e["correct_full_marks"] and e["blank_zero"], e
     assert e["submissions"] == len(e["samples"]) >= 4 and e["per_submission_s"] > 0
 

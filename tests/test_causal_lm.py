@@ -1,15 +1,29 @@
-"""lmbook.causal_lm (chapter 5's small causal self-attention LM) and lmbook.agreement."""
+"""lmbook.causal_lm (chapter 5's small causal self-attention LM, chapter 7's position schemes) and lmbook.agreement."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from lmbook.agreement import accuracy_by_distance, agrees, verb_sites
-from lmbook.causal_lm import CausalLM, LMConfig, random_blocks, stream_log_probs, stream_loss, train_lm
-from lmbook.corpus import load_corpus, toy_english
+from lmbook.causal_lm import (
+    POSITIONS,
+    CausalLM,
+    LMConfig,
+    random_blocks,
+    stream_log_probs,
+    stream_loss,
+    train_lm,
+    window_log_probs,
+)
+from lmbook.corpus import load_corpus, sentence_windows, toy_english
+from lmbook.multihead import MultiHeadAttention, merge_heads, split_heads
+from lmbook.positions import alibi_bias, rope
+from lmbook.self_attention import scaled_dot_product_attention
 
 
 def _model(V=11, block=8, n_head=1, seed=0):
@@ -37,8 +51,8 @@ def test_changing_a_future_token_leaves_earlier_predictions_unchanged(n_head):
     assert not torch.allclose(a[:, 5:], b[:, 5:])
 
 
-def test_longer_than_the_block_is_refused():
-    with pytest.raises(ValueError, match="block_size"):
+def test_learned_positions_refuse_a_sequence_longer_than_their_table():
+    with pytest.raises(ValueError, match="longer than the 4 learned positions"):
         _model(block=4)(torch.zeros(1, 5, dtype=torch.long))
 
 
@@ -133,3 +147,110 @@ def test_multihead_model_trains():
     m = _model(V=7, n_head=4)
     train_lm(m, ids, steps=150, batch_size=16, lr=1e-2, warmup=10)
     assert math.exp(stream_loss(m, ids[:200])) < 1.2
+
+
+# ----------------------------------------------------------------------------- chapter 7: position schemes
+
+def _positional(positions, block=8, n_layer=2, seed=0):
+    torch.manual_seed(seed)
+    return CausalLM(LMConfig(11, block_size=block, d_model=16, n_layer=n_layer, d_ff=32, n_head=2,
+                             positions=positions)).eval()
+
+
+@pytest.mark.parametrize("positions", [p for p in POSITIONS if p != "learned"])
+def test_schemes_without_a_table_read_sequences_longer_than_the_training_length(positions):
+    m = _positional(positions, block=4)
+    logits = m(torch.randint(0, 11, (2, 13)))
+    assert logits.shape == (2, 13, 11) and torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_every_scheme_keeps_the_model_causal(positions):
+    m = _positional(positions)
+    ids = torch.randint(0, 11, (2, 8))
+    changed = ids.clone()
+    changed[:, 6] = (changed[:, 6] + 1) % 11
+    torch.testing.assert_close(m(ids)[:, :6], m(changed)[:, :6])
+
+
+@pytest.mark.parametrize("positions, sees_order", [("none", False), ("learned", True), ("sinusoidal", True),
+                                                   ("relative", True), ("alibi", True), ("rope", True)])
+def test_one_layer_without_positions_cannot_tell_the_order_of_the_words_before(positions, sees_order):
+    m = _positional(positions, n_layer=1)
+    with torch.no_grad():  # so that the relative table is not all zeros (its initial value)
+        for p in m.parameters():
+            if p.dim() == 2 and p.shape[1] == 2:
+                p.normal_()
+    ids = torch.tensor([[3, 4, 5, 6, 7, 8]])
+    shuffled = torch.tensor([[7, 5, 3, 6, 4, 8]])  # the same last word, the words before it in another order
+    last, last_shuffled = m(ids)[0, -1], m(shuffled)[0, -1]
+    expected = "a changed" if sees_order else "the same"
+    assert torch.allclose(last, last_shuffled, atol=1e-5) != sees_order, \
+        f"{positions}: {expected} last prediction expected when the words before the last are shuffled"
+
+
+def test_a_float_mask_is_added_to_the_scores_as_torchs_attention_does():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 4, generator=g) for _ in range(3))
+    bias = torch.randn(3, 5, 5, generator=g).masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf"))
+    y, _ = scaled_dot_product_attention(q, k, v, bias)
+    torch.testing.assert_close(y, F.scaled_dot_product_attention(q, k, v, attn_mask=bias))
+
+
+def test_rope_attention_equals_rotating_q_and_k_then_torchs_attention():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2, rope=True).eval()
+    x = torch.randn(2, 6, 8)
+    y, _ = mha(x, causal=True)
+    q, k, v = (split_heads(t, 2) for t in mha.in_proj(x).chunk(3, dim=-1))
+    ref = F.scaled_dot_product_attention(rope(q), rope(k), v, is_causal=True)
+    torch.testing.assert_close(y, mha.out_proj(merge_heads(ref)))
+
+
+def test_alibi_model_scores_are_the_alibi_bias_plus_the_dot_products():
+    m = _positional("alibi", n_layer=1)
+    ids = torch.randint(0, 11, (1, 5))
+    _, (weights,) = m(ids, return_weights=True)
+    block = m.blocks[0]
+    x = block.ln_1(m.wte(ids))
+    q, k, _ = (split_heads(t, 2) for t in block.attn.in_proj(x).chunk(3, dim=-1))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(8) + alibi_bias(2, 5).float()
+    expected = torch.softmax(scores.masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf")), -1)
+    torch.testing.assert_close(weights, expected)
+
+
+def test_rope_needs_several_heads_and_unknown_schemes_are_refused():
+    with pytest.raises(ValueError, match="n_head > 1"):
+        LMConfig(11, positions="rope", n_head=1)
+    with pytest.raises(ValueError, match="positions must be one of"):
+        LMConfig(11, positions="absolute")
+
+
+def test_training_on_whole_rows_takes_each_row_as_one_sequence():
+    rows = torch.tensor([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]]).repeat(20, 1)
+    m = _positional("learned", block=4)
+    log = train_lm(m.train(), rows, steps=150, batch_size=8, lr=1e-2, seed=0, warmup=10)
+    assert log.loss[-1] < 0.7, f"final loss {log.loss[-1]:.2f}: the second word is ambiguous, the rest fixed"
+
+
+def test_window_log_probs_reads_each_window_whole():
+    m = _positional("alibi", block=4)
+    windows = torch.randint(0, 11, (3, 10))
+    logp = window_log_probs(m, windows, batch_size=2)
+    assert logp.shape == (3, 9)
+    expected = torch.log_softmax(m(windows[:, :-1]), -1).gather(2, windows[:, 1:, None])[..., 0]
+    torch.testing.assert_close(logp, expected)
+
+
+def test_sentence_windows_start_at_a_full_stop_and_give_the_floor_at_every_position():
+    corpus = load_corpus(n_train=2000, n_val=100, n_test=3000)
+    windows = sentence_windows(corpus.test, 20, count=30, seed=1)
+    assert windows.shape == (30, 20) and (windows[:, 0] == 0).all()
+    w = windows[0]
+    start = next(s for s in range(len(corpus.test) - 20) if torch.equal(corpus.test[s:s + 20], w))
+    # after a ".", the true model's conditionals do not depend on the text before it
+    whole = corpus.hmm.token_log_probs(corpus.test[: start + 20].numpy())[start + 1:]
+    alone = corpus.hmm.token_log_probs(w.numpy())[1:]
+    assert np.allclose(whole, alone)
+    with pytest.raises(ValueError, match="sentence starts"):
+        sentence_windows(corpus.test, 20, count=10_000)

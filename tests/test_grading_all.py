@@ -142,6 +142,16 @@ def multihead_attention(query, key, value, in_proj_weight, in_proj_bias, out_pro
     A = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
     return merge_heads(A @ v) @ out_proj_weight.T + out_proj_bias, A
 '''}, {"test_multihead_attention", "hidden_multihead_attention"}),
+    "ch07": ({
+        "apply_rope": '''
+def apply_rope(x, positions):
+    d = x.shape[-1]
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
+    angles = positions.double()[:, None] * theta
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]  # Llama's halves: this task pairs neighbours
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+'''}, {"test_apply_rope", "hidden_apply_rope"}),
 }
 
 
@@ -211,6 +221,7 @@ NAMED = {
     "ch04": ("exactly -inf", "subtract each row", "[c_t; emb(y_{t-1})]"),
     "ch05": ("applied the mask after the softmax",),
     "ch06": ("inverted the padding mask",),
+    "ch07": ("the half-split layout",),
 }
 
 

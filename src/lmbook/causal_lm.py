@@ -1,6 +1,6 @@
 """A small causal self-attention language model and its training (chapters 5-6; chapters 9-10 build on it).
 
-    x_t = E[w_t] + P[t]                        word embedding plus a learned position embedding (chapter 7)
+    x_t = E[w_t] + P[t]                        word embedding plus a position embedding (chapter 7)
     for each block:
         x = x + Attention(LN(x), causal) W_o    every position reads the positions up to itself
         x = x + FFN(LN(x))                      a two-layer network applied to each position on its own
@@ -13,6 +13,12 @@ one head without bias, followed by the block's own projection ``proj`` (W_o, wit
 is W_o; its query, key and value maps have no bias either, so both kinds of block have the same parameters in
 number: 4 d_model² + d_model for the attention. nanoGPT's ``model.py`` is the model for this file; this one is
 smaller.
+
+``LMConfig.positions`` picks how the model knows where a word is (chapter 7; :mod:`lmbook.positions`):
+"learned" (the table P above, the default), "sinusoidal" (fixed P), "none", or, with nothing added to x,
+a bias on every attention score by offset, "relative" (learned, shared by the layers) or "alibi" (fixed),
+or "rope" (queries and keys rotated by their positions). Only "learned" limits the length of a sequence:
+to its table's ``max_len`` rows (default ``block_size``, the length the model is trained on).
 """
 
 from __future__ import annotations
@@ -25,17 +31,29 @@ import torch.nn.functional as F
 from torch import nn
 
 from .multihead import MultiHeadAttention
+from .positions import RelativePositionBias, alibi_bias, sinusoidal
 from .self_attention import SelfAttention, causal_mask
 
 
 @dataclass
 class LMConfig:
     vocab_size: int
-    block_size: int = 32  # the longest context the model reads (the position table's size)
+    block_size: int = 32  # the context the model is trained on (and the learned position table's size)
     d_model: int = 64
     n_layer: int = 2
     d_ff: int = 256  # the feed-forward network's hidden size (4 x d_model)
     n_head: int = 1  # attention heads of size d_model / n_head (1: chapter 5's single-head block)
+    positions: str = "learned"  # one of POSITIONS (chapter 7)
+    max_len: int | None = None  # rows of the learned position table (default block_size)
+
+    def __post_init__(self) -> None:
+        if self.positions not in POSITIONS:
+            raise ValueError(f"positions must be one of {POSITIONS}, got {self.positions!r}")
+        if self.positions == "rope" and self.n_head == 1:
+            raise ValueError("positions='rope' needs n_head > 1 (MultiHeadAttention rotates queries and keys)")
+
+
+POSITIONS = ("learned", "sinusoidal", "none", "relative", "alibi", "rope")
 
 
 class Block(nn.Module):
@@ -49,7 +67,7 @@ class Block(nn.Module):
             self.attn = SelfAttention(cfg.d_model, cfg.d_model)
             self.proj = nn.Linear(cfg.d_model, cfg.d_model)  # maps the attention output back into the residual stream
         else:
-            self.attn = MultiHeadAttention(cfg.d_model, cfg.n_head)  # its out_proj (W_o) does proj's job
+            self.attn = MultiHeadAttention(cfg.d_model, cfg.n_head, rope=cfg.positions == "rope")  # out_proj: W_o
             self.attn.in_proj.register_parameter("bias", None)  # no bias on Q, K, V, as in SelfAttention
             self.proj = nn.Identity()
         self.ln_2 = nn.LayerNorm(cfg.d_model)
@@ -71,20 +89,31 @@ class CausalLM(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)  # word embeddings E
-        self.wpe = nn.Embedding(cfg.block_size, cfg.d_model)  # position embeddings P (chapter 7)
+        # position embeddings P (chapter 7), learned
+        self.wpe = nn.Embedding(cfg.max_len or cfg.block_size, cfg.d_model) if cfg.positions == "learned" else None
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        # one learned bias per head and offset, shared by the layers (as T5 does)
+        self.rel = RelativePositionBias(cfg.n_head, cfg.block_size) if cfg.positions == "relative" else None
 
     def forward(self, ids: torch.Tensor, return_weights: bool = False):
-        """ids (B, n) with n ≤ block_size → logits (B, n, V); row t predicts word t + 1 from words ≤ t.
+        """ids (B, n) → logits (B, n, V); row t predicts word t + 1 from words ≤ t.
         With ``return_weights``, also every block's attention weights, a list of (B, n, n) with one head
         and of (B, h, n, n) with h heads."""
-        n = ids.shape[1]
-        if n > self.cfg.block_size:
-            raise ValueError(f"sequence of {n} tokens, longer than block_size={self.cfg.block_size}")
-        x = self.wte(ids) + self.wpe(torch.arange(n, device=ids.device))
+        n, cfg = ids.shape[1], self.cfg
+        x = self.wte(ids)
+        if cfg.positions == "learned":
+            if n > self.wpe.num_embeddings:
+                raise ValueError(f"sequence of {n} tokens, longer than the {self.wpe.num_embeddings} learned positions "
+                                 "(LMConfig.max_len, by default block_size)")
+            x = x + self.wpe(torch.arange(n, device=ids.device))
+        elif cfg.positions == "sinusoidal":
+            x = x + sinusoidal(n, cfg.d_model).to(x.device)
         mask = causal_mask(n, device=ids.device)
+        if cfg.positions in ("relative", "alibi"):  # a float mask: the bias, -inf on the future
+            bias = self.rel(n) if self.rel is not None else alibi_bias(cfg.n_head, n).to(x.device, x.dtype)
+            mask = bias.masked_fill(~mask, float("-inf"))
         weights = []
         for block in self.blocks:
             x, w = block(x, mask)
@@ -132,6 +161,22 @@ def stream_log_probs(model: CausalLM, ids: torch.Tensor, context: int | None = N
     return torch.cat(out)[: len(ids) - 1]
 
 
+@torch.no_grad()
+def window_log_probs(model: CausalLM, windows: torch.Tensor, batch_size: int = 100) -> torch.Tensor:
+    """ln P(w_{t+1} | w_0 .. w_t) for each window (N, n + 1) of words and each t < n: shape (N, n).
+
+    Each window is read whole, at once, so position t's prediction is made at position t: what chapter 7
+    needs to measure a model at and beyond the length it was trained on."""
+    model.eval()
+    device = next(model.parameters()).device
+    out = []
+    for rows in windows.split(batch_size):
+        rows = rows.to(device)
+        logp = torch.log_softmax(model(rows[:, :-1]), dim=-1)
+        out.append(logp.gather(2, rows[:, 1:, None])[..., 0].cpu())
+    return torch.cat(out)
+
+
 def stream_loss(model: CausalLM, ids: torch.Tensor) -> float:
     """Mean cross-entropy (nats) of the next-word predictions over a whole token stream."""
     logp = stream_log_probs(model, ids)
@@ -141,7 +186,10 @@ def stream_loss(model: CausalLM, ids: torch.Tensor) -> float:
 def train_lm(model: CausalLM, train: torch.Tensor, val: torch.Tensor | None = None, *, steps: int = 600,
              batch_size: int = 32, lr: float = 3e-3, seed: int = 0, eval_every: int = 0,
              warmup: int = 50) -> TrainLog:
-    """AdamW on random windows of ``train``, learning rate warmed up then decayed to 0 along a cosine."""
+    """AdamW on random windows of ``train``, learning rate warmed up then decayed to 0 along a cosine.
+
+    ``train`` is a token stream (1-D), read in random windows of ``block_size``, or a set of sequences
+    (N, block_size + 1), of which each batch takes random rows whole (chapter 7's order tasks)."""
     device = next(model.parameters()).device
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -150,7 +198,11 @@ def train_lm(model: CausalLM, train: torch.Tensor, val: torch.Tensor | None = No
     log, t0 = TrainLog(), time.perf_counter()
     for step in range(1, steps + 1):
         model.train()
-        x, y = random_blocks(train, batch_size, model.cfg.block_size, g)
+        if train.dim() == 1:
+            x, y = random_blocks(train, batch_size, model.cfg.block_size, g)
+        else:
+            rows = train[torch.randint(0, len(train), (batch_size,), generator=g)]
+            x, y = rows[:, :-1], rows[:, 1:]
         logits = model(x.to(device))
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.to(device).reshape(-1))
         opt.zero_grad(set_to_none=True)

@@ -211,3 +211,16 @@ def make_windows(ids: torch.Tensor, window: int) -> tuple[torch.Tensor, torch.Te
         raise ValueError(f"need more than {window} tokens to make a window of {window}, got {len(ids)}")
     contexts = ids.unfold(0, window, 1)[:-1]
     return contexts.contiguous(), ids[window:].clone()
+
+
+def sentence_windows(ids: torch.Tensor, length: int, count: int, seed: int = 0, eos: int = 0) -> torch.Tensor:
+    """``count`` windows of ``length`` ids, each starting at an end of sentence (id ``eos``), shape (count, length).
+
+    Starting at a sentence boundary, a window holds all the history the true model uses: after "." the
+    hidden state is known, so ``hmm.token_log_probs`` of the window gives the floor at every position of it."""
+    starts = (ids[: len(ids) - length] == eos).nonzero().flatten()
+    if len(starts) < count:
+        raise ValueError(f"only {len(starts)} sentence starts leave room for a window of {length}, asked for {count}")
+    g = torch.Generator().manual_seed(seed)
+    starts = starts[torch.randperm(len(starts), generator=g)[:count]].sort().values
+    return torch.stack([ids[s : s + length] for s in starts])

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .positions import rope
 from .self_attention import causal_mask, key_padding_to_mask, scaled_dot_product_attention
 
 
@@ -33,11 +34,14 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 
 
 class MultiHeadAttention(nn.Module):
-    def __init__(self, d_model: int, n_head: int, bias: bool = True):
+    def __init__(self, d_model: int, n_head: int, bias: bool = True, rope: bool = False):
         super().__init__()
         if d_model % n_head:
             raise ValueError(f"d_model={d_model} is not divisible by n_head={n_head}")
+        if rope and (d_model // n_head) % 2:
+            raise ValueError(f"RoPE turns pairs of dimensions: the head size {d_model // n_head} must be even")
         self.n_head = n_head
+        self.rope = rope  # chapter 7: rotate each head's queries and keys by their positions
         self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # [W_q; W_k; W_v]
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
@@ -45,7 +49,8 @@ class MultiHeadAttention(nn.Module):
                 mask: torch.Tensor | None = None, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """x (B, n_q, d) queries; ``context`` (B, n_k, d) keys and values (default: x itself).
 
-        ``key_mask`` (B, n_k) True at real tokens; ``mask`` broadcastable to (B, h, n_q, n_k), True = may attend;
+        ``key_mask`` (B, n_k) True at real tokens; ``mask`` broadcastable to (B, h, n_q, n_k), True = may attend,
+        or float, a bias added to the scores (-inf where masked);
         ``causal``: query i sees keys up to i. Returns the outputs (B, n_q, d) and the weights (B, h, n_q, n_k).
         """
         w_q, w_kv = self.in_proj.weight.split([x.shape[-1], 2 * x.shape[-1]])
@@ -53,14 +58,20 @@ class MultiHeadAttention(nn.Module):
             else (None, None)
         q = nn.functional.linear(x, w_q, b_q)
         k, v = nn.functional.linear(x if context is None else context, w_kv, b_kv).chunk(2, dim=-1)
-        allowed = mask
+        bias = mask if mask is not None and mask.is_floating_point() else None  # a position bias (chapter 7)
+        allowed = None if bias is not None else mask
         if key_mask is not None:
             allowed = key_padding_to_mask(key_mask) if allowed is None else allowed & key_padding_to_mask(key_mask)
         if causal:
             c = causal_mask(q.shape[1], k.shape[1], device=x.device)
             allowed = c if allowed is None else allowed & c
-        y, weights = scaled_dot_product_attention(split_heads(q, self.n_head), split_heads(k, self.n_head),
-                                                  split_heads(v, self.n_head), allowed)
+        if bias is not None:
+            allowed = bias if allowed is None else bias.masked_fill(~allowed, float("-inf"))
+        q, k, v = (split_heads(t, self.n_head) for t in (q, k, v))
+        if self.rope:  # queries are the newest n_q of the n_k positions, as in causal_mask
+            n_q, n_k = q.shape[-2], k.shape[-2]
+            q, k = rope(q, torch.arange(n_k - n_q, n_k)), rope(k)
+        y, weights = scaled_dot_product_attention(q, k, v, allowed)
         return self.out_proj(merge_heads(y)), weights
 
     @torch.no_grad()

@@ -63,20 +63,19 @@ def rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 1
     """Rotary position embedding of ``x`` (..., T, d): pair i of the vector at position p turned by p θ_i.
 
     ``positions``: (T,) integer positions (default 0 … T-1). ``interleaved=True`` pairs (2i, 2i+1) as in the
-    paper; ``False`` pairs (i, i + d/2) as GPT-NeoX and Llama do. Computed in float64, returned in x's dtype.
+    paper; ``False`` pairs (i, i + d/2) as GPT-NeoX and Llama do. The angles are computed in float64 (p θ_i
+    loses digits in float32 for large p), the rotation in x's dtype.
     """
     T, d = x.shape[-2], x.shape[-1]
     positions = torch.arange(T, device=x.device) if positions is None else positions.to(x.device)
     angles = positions.double()[:, None] * frequencies(d, base, x.device)  # (T, d/2)
-    cos, sin = angles.cos(), angles.sin()
-    xd = x.double()
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     if interleaved:
-        x1, x2 = xd[..., 0::2], xd[..., 1::2]
+        x1, x2 = x[..., 0::2], x[..., 1::2]
     else:
-        x1, x2 = xd[..., : d // 2], xd[..., d // 2:]
+        x1, x2 = x[..., : d // 2], x[..., d // 2:]
     r1, r2 = x1 * cos - x2 * sin, x1 * sin + x2 * cos  # (x1 + i x2) · e^{i p θ}
-    out = torch.stack([r1, r2], dim=-1).flatten(-2) if interleaved else torch.cat([r1, r2], dim=-1)
-    return out.to(x.dtype)
+    return torch.stack([r1, r2], dim=-1).flatten(-2) if interleaved else torch.cat([r1, r2], dim=-1)
 
 
 def alibi_slopes(n_head: int) -> torch.Tensor:

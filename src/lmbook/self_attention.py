@@ -41,12 +41,15 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
                                  mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(Q Kᵀ / sqrt(d_k) with masked scores at -inf) V, and the weights.
 
-    q (..., n_q, d_k), k (..., n_k, d_k), v (..., n_k, d_v); ``mask`` broadcasts to (..., n_q, n_k), True = may
-    attend. Returns the outputs (..., n_q, d_v) and the attention weights (..., n_q, n_k).
+    q (..., n_q, d_k), k (..., n_k, d_k), v (..., n_k, d_v); ``mask`` broadcasts to (..., n_q, n_k): boolean,
+    True = may attend, or float, added to the scores (as ``F.scaled_dot_product_attention`` takes it).
+    Returns the outputs (..., n_q, d_v) and the attention weights (..., n_q, n_k).
     """
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if mask is not None:
+    if mask is not None and mask.dtype == torch.bool:
         scores = scores.masked_fill(~mask, float("-inf"))
+    elif mask is not None:  # a float mask is added to the scores: a position bias, -inf where masked (chapter 7)
+        scores = scores + mask
     weights = torch.softmax(scores, dim=-1)
     return weights @ v, weights
 

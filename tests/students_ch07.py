@@ -1,0 +1,413 @@
+"""Exercise 7 (positional information) as students write it: wrong answers with the mistake they have, and right
+ones written differently from the reference (see test_students.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from check_contract import Student
+
+from lmbook.tasks.ch07 import ALIBI, RELATIVE, ROPE, SINUSOIDAL
+
+INF = float("-inf")
+
+
+def _has(check, start: str) -> str:
+    """The misconception of ``check``'s Mutant that begins with ``start`` (word for word)."""
+    (text,) = [m.misconception for m in check.mutants if m.misconception.startswith(start)]
+    return text
+
+
+# ----------------------------------------------------------------------------- sinusoidal_encoding
+
+def sin_cos_first(n_pos, d):
+    pe = torch.zeros(n_pos, d)
+    pos = torch.arange(n_pos).float().unsqueeze(1)
+    div = torch.exp(torch.arange(0, d, 2).float() * (-math.log(10000.0) / d))
+    pe[:, 0::2] = torch.cos(pos * div)
+    pe[:, 1::2] = torch.sin(pos * div)
+    return pe
+
+
+def sin_halves(n_pos, d):  # tensor2tensor's layout
+    pos = torch.arange(n_pos).float()[:, None]
+    freq = 10000 ** (-torch.arange(0, d, 2).float() / d)
+    return torch.cat([torch.sin(pos * freq), torch.cos(pos * freq)], dim=1)
+
+
+def sin_i_over_d(n_pos, d):
+    pe = np.zeros((n_pos, d))
+    for p in range(n_pos):
+        for i in range(d // 2):
+            pe[p, 2 * i] = math.sin(p / 10000 ** (i / d))
+            pe[p, 2 * i + 1] = math.cos(p / 10000 ** (i / d))
+    return torch.tensor(pe, dtype=torch.float32)
+
+
+def sin_each_dimension(n_pos, d):  # every dimension its own frequency
+    pe = torch.zeros(n_pos, d)
+    for p in range(n_pos):
+        for j in range(d):
+            angle = p / 10000 ** (j / d)
+            pe[p, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
+    return pe
+
+
+def sin_times_base(n_pos, d):
+    pos = torch.arange(n_pos, dtype=torch.float64)[:, None]
+    angles = pos * 10000 ** (torch.arange(0, d, 2) / d)
+    return torch.stack([angles.sin(), angles.cos()], -1).reshape(n_pos, d).float()
+
+
+def sin_from_one(n_pos, d):
+    pos = torch.arange(1, n_pos + 1, dtype=torch.float64)[:, None]
+    angles = pos * 10000 ** (-torch.arange(0, d, 2) / d)
+    return torch.stack([angles.sin(), angles.cos()], -1).reshape(n_pos, d).float()
+
+
+def sin_integer_division(n_pos, d):  # 2 * (j // 2) / d computed as integers: every exponent 0
+    pe = torch.zeros(n_pos, d)
+    for j in range(d):
+        theta = 10000 ** (-(2 * (j // 2) // d))
+        pe[:, j] = torch.sin(torch.arange(n_pos) * theta) if j % 2 == 0 else torch.cos(torch.arange(n_pos) * theta)
+    return pe
+
+
+def sin_float16(n_pos, d):  # half-precision angles: wrong far from 0
+    pos = torch.arange(n_pos, dtype=torch.float16)[:, None]
+    angles = pos * (10000 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)).half()
+    return torch.stack([angles.float().sin(), angles.float().cos()], -1).reshape(n_pos, d)
+
+
+def sin_right_loops(n_pos, d):
+    pe = torch.empty(n_pos, d, dtype=torch.float64)
+    for p in range(n_pos):
+        for i in range(d // 2):
+            a = p * 10000.0 ** (-2 * i / d)
+            pe[p, 2 * i], pe[p, 2 * i + 1] = math.sin(a), math.cos(a)
+    return pe.float()
+
+
+def sin_right_log_space(n_pos, d):  # the Annotated Transformer's exp(-log(10000) 2i/d), with interleaved slices
+    pe = torch.zeros(n_pos, d)
+    position = torch.arange(0, n_pos).unsqueeze(1).float()
+    div_term = torch.exp(torch.arange(0, d, 2).float() * -(math.log(10000.0) / d))
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe
+
+
+def sin_right_complex(n_pos, d):  # e^{i p θ} = cos + i sin: imaginary part first
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    z = torch.polar(torch.ones(n_pos, d // 2, dtype=torch.float64), torch.arange(n_pos)[:, None] * theta)
+    return torch.stack([z.imag, z.real], dim=-1).flatten(1).float()
+
+
+# ----------------------------------------------------------------------------- apply_rope
+
+def _angles(positions, d, x):
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
+    a = positions.double()[:, None] * theta
+    return a.cos().to(x.dtype), a.sin().to(x.dtype)
+
+
+def rope_half_split(x, positions):  # the Llama layout
+    d = x.shape[-1]
+    cos, sin = _angles(positions, d, x)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+
+def rope_rotate_half_llama(x, positions):  # Hugging Face's rotate_half with cos/sin repeated per half
+    d = x.shape[-1]
+    cos, sin = _angles(positions, d, x)
+    cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+    rotated = torch.cat([-x[..., d // 2:], x[..., : d // 2]], dim=-1)
+    return x * cos + rotated * sin
+
+
+def rope_backwards(x, positions):
+    cos, sin = _angles(positions, x.shape[-1], x)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos + x2 * sin, -x1 * sin + x2 * cos], -1).flatten(-2)
+
+
+def rope_swapped(x, positions):
+    cos, sin = _angles(positions, x.shape[-1], x)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * sin - x2 * cos, x1 * cos + x2 * sin], -1).flatten(-2)
+
+
+def rope_theta_per_dimension(x, positions):
+    d = x.shape[-1]
+    theta = 10000.0 ** (-torch.arange(d // 2, dtype=torch.float64, device=x.device) / d)
+    a = positions.double()[:, None] * theta
+    cos, sin = a.cos().to(x.dtype), a.sin().to(x.dtype)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+
+
+def rope_arange(x, positions):  # the positions argument ignored
+    T = x.shape[-2]
+    cos, sin = _angles(torch.arange(T, device=x.device), x.shape[-1], x)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+
+
+def rope_heads_axis(x, positions):  # written for (B, T, h, d): turns by the index along dim -3
+    cos, sin = _angles(torch.arange(x.shape[-3], device=x.device), x.shape[-1], x)
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+
+
+def rope_in_place(x, positions):  # writes into the caller's tensor
+    cos, sin = _angles(positions, x.shape[-1], x)
+    x1, x2 = x[..., 0::2].clone(), x[..., 1::2].clone()
+    x[..., 0::2] = x1 * cos - x2 * sin
+    x[..., 1::2] = x1 * sin + x2 * cos
+    return x
+
+
+def rope_float32(x, positions):  # float64 inputs come back in float32
+    x = x.float()
+    cos, sin = _angles(positions, x.shape[-1], x)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+
+
+def rope_right_complex(x, positions):
+    d = x.shape[-1]
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
+    turn = torch.polar(torch.ones(len(positions), d // 2, dtype=torch.float64, device=x.device),
+                       positions.double()[:, None] * theta)
+    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], d // 2, 2).contiguous()) * turn
+    return torch.view_as_real(z).reshape(x.shape).to(x.dtype)
+
+
+def rope_right_matrix(x, positions):  # one 2x2 rotation matrix per position and pair
+    d = x.shape[-1]
+    cos, sin = _angles(positions, d, x)
+    R = torch.stack([torch.stack([cos, -sin], -1), torch.stack([sin, cos], -1)], -2)  # (T, d/2, 2, 2)
+    pairs = x.reshape(*x.shape[:-1], d // 2, 2)
+    return (R @ pairs.unsqueeze(-1)).squeeze(-1).reshape(x.shape)
+
+
+def rope_right_rotate_every_two(x, positions):  # GPT-J's rotate_every_two, cos/sin repeated per pair
+    cos, sin = _angles(positions, x.shape[-1], x)
+    cos, sin = cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)
+    rotated = torch.stack([-x[..., 1::2], x[..., 0::2]], -1).flatten(-2)
+    return x * cos + rotated * sin
+
+
+# ----------------------------------------------------------------------------- alibi_bias
+
+def _slopes_paper(n):
+    def geometric(k):
+        start = 2 ** (-8 / k)
+        return [start ** (h + 1) for h in range(k)]
+    if math.log2(n).is_integer():
+        return geometric(n)
+    m = 2 ** math.floor(math.log2(n))
+    return geometric(m) + geometric(2 * m)[::2][: n - m]
+
+
+def _causal(slopes, n):
+    i = torch.arange(n).view(-1, 1)
+    j = torch.arange(n).view(1, -1)
+    bias = torch.tensor(slopes, dtype=torch.float32).view(-1, 1, 1) * (j - i)
+    return bias.masked_fill(j > i, INF)
+
+
+def alibi_one_formula(n_head, n):
+    return _causal([2 ** (-8 * (h + 1) / n_head) for h in range(n_head)], n)
+
+
+def alibi_halving(n_head, n):
+    return _causal([0.5 ** (h + 1) for h in range(n_head)], n)
+
+
+def alibi_reversed(n_head, n):
+    return _causal(_slopes_paper(n_head)[::-1], n)
+
+
+def alibi_plus(n_head, n):
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    bias = torch.tensor(_slopes_paper(n_head))[:, None, None] * (i - j)
+    return bias.masked_fill(j > i, INF)
+
+
+def alibi_absolute(n_head, n):
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    return -torch.tensor(_slopes_paper(n_head))[:, None, None] * (i - j).abs()
+
+
+def alibi_no_mask(n_head, n):
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    return -torch.tensor(_slopes_paper(n_head))[:, None, None] * (i - j)
+
+
+def alibi_zero_future(n_head, n):
+    return _causal(_slopes_paper(n_head), n).nan_to_num(neginf=0.0)
+
+
+def alibi_minus_1e9(n_head, n):  # a large negative number is not -inf
+    return _causal(_slopes_paper(n_head), n).nan_to_num(neginf=-1e9)
+
+
+def alibi_interleaved_wrongly(n_head, n):  # the extra heads take the *odd* slopes of 2m
+    if math.log2(n_head).is_integer():
+        return _causal(_slopes_paper(n_head), n)
+    m = 2 ** math.floor(math.log2(n_head))
+    extra = [2 ** (-8 * (h + 1) / (2 * m)) for h in range(2 * m)][1::2][: n_head - m]
+    return _causal([2 ** (-8 * (h + 1) / m) for h in range(m)] + extra, n)
+
+
+def alibi_right_loops(n_head, n):
+    out = torch.full((n_head, n, n), INF)
+    slopes = _slopes_paper(n_head)
+    for h in range(n_head):
+        for i in range(n):
+            for j in range(i + 1):
+                out[h, i, j] = -slopes[h] * (i - j)
+    return out
+
+
+def alibi_right_triu(n_head, n):
+    distance = torch.arange(n)[None, :] - torch.arange(n)[:, None]  # j - i
+    slopes = torch.tensor(_slopes_paper(n_head))
+    future = torch.triu(torch.full((n, n), INF), diagonal=1)
+    return slopes[:, None, None] * distance + future
+
+
+def alibi_right_recursive(n_head, n):  # the paper's own recursion, closest power of two first
+    def slopes(k):
+        if math.log2(k).is_integer():
+            return [2 ** (-(2 ** -(math.log2(k) - 3)) * (h + 1)) for h in range(k)]
+        m = 2 ** math.floor(math.log2(k))
+        return slopes(m) + slopes(2 * m)[0::2][: k - m]
+    return _causal(slopes(n_head), n)
+
+
+# ----------------------------------------------------------------------------- relative_position_bias
+
+def _rel(table, n_q, n_k, *, sign=1, clip=True, shift=True, start_aligned=False, layout="hqk"):
+    D = (table.shape[0] - 1) // 2
+    i = torch.arange(n_q, device=table.device)[:, None] + (0 if start_aligned else n_k - n_q)
+    j = torch.arange(n_k, device=table.device)[None, :]
+    off = (j - i) * sign
+    if clip:
+        off = off.clamp(-D, D)
+    out = table[off + D if shift else off]
+    return {"hqk": out.permute(2, 0, 1), "qkh": out, "hkq": out.permute(2, 1, 0)}[layout]
+
+
+def rel_i_minus_j(table, n_q, n_k):
+    return _rel(table, n_q, n_k, sign=-1)
+
+
+def rel_no_clip(table, n_q, n_k):
+    return _rel(table, n_q, n_k, clip=False)
+
+
+def rel_no_shift(table, n_q, n_k):
+    return _rel(table, n_q, n_k, shift=False)
+
+
+def rel_heads_last(table, n_q, n_k):
+    return _rel(table, n_q, n_k, layout="qkh")
+
+
+def rel_keys_first(table, n_q, n_k):
+    return _rel(table, n_q, n_k, layout="hkq")
+
+
+def rel_queries_from_zero(table, n_q, n_k):
+    return _rel(table, n_q, n_k, start_aligned=True)
+
+
+def rel_distance(table, n_q, n_k):  # |j - i|: a distance, not a signed offset
+    D = (table.shape[0] - 1) // 2
+    i = torch.arange(n_q)[:, None] + n_k - n_q
+    off = (torch.arange(n_k)[None, :] - i).abs().clamp(max=D)
+    return table[off + D].permute(2, 0, 1)
+
+
+def rel_float32(table, n_q, n_k):  # float64 tables come back in float32
+    return _rel(table.float(), n_q, n_k)
+
+
+def rel_right_loops(table, n_q, n_k):
+    D = (table.shape[0] - 1) // 2
+    rows = [[table[min(max(j - (i + n_k - n_q), -D), D) + D] for j in range(n_k)] for i in range(n_q)]
+    return torch.stack([torch.stack(r) for r in rows]).permute(2, 0, 1)
+
+
+def rel_right_embedding(table, n_q, n_k):  # F.embedding with the offsets as ids
+    D = (table.shape[0] - 1) // 2
+    offsets = torch.arange(n_k, device=table.device) - torch.arange(n_k - n_q, n_k, device=table.device)[:, None]
+    ids = torch.clamp(offsets, min=-D, max=D) + D
+    return torch.nn.functional.embedding(ids, table).movedim(-1, 0)
+
+
+def rel_right_index_select(table, n_q, n_k):
+    D = (table.shape[0] - 1) // 2
+    q_pos = torch.arange(n_k - n_q, n_k, device=table.device)
+    k_pos = torch.arange(n_k, device=table.device)
+    idx = (k_pos[None, :] - q_pos[:, None]).clamp(-D, D).add(D).flatten()
+    return table.t().index_select(1, idx).view(-1, n_q, n_k)
+
+
+WRONG = {
+    "sinusoidal_encoding": [
+        Student(sin_cos_first, _has(SINUSOIDAL, "put cos at the even dimensions")),
+        Student(sin_halves, _has(SINUSOIDAL, "put all the sines in the first half")),
+        Student(sin_i_over_d, _has(SINUSOIDAL, "used 10000^(-i/d) for pair i")),
+        Student(sin_each_dimension, _has(SINUSOIDAL, "gave every dimension j its own frequency")),
+        Student(sin_times_base, _has(SINUSOIDAL, "multiplied by 10000^(2i/d)")),
+        Student(sin_from_one, _has(SINUSOIDAL, "numbered the positions from 1")),
+        Student(sin_integer_division, None),
+        Student(sin_float16, None),
+    ],
+    "apply_rope": [
+        Student(rope_half_split, _has(ROPE, "paired dimension i with i + d/2")),
+        Student(rope_rotate_half_llama, _has(ROPE, "paired dimension i with i + d/2")),
+        Student(rope_backwards, _has(ROPE, "turned the pairs the wrong way")),
+        Student(rope_swapped, _has(ROPE, "swapped cos and sin")),
+        Student(rope_theta_per_dimension, _has(ROPE, "used θ_i = 10000^(-i/d)")),
+        Student(rope_arange, _has(ROPE, "used 0 … T-1 instead of the positions given")),
+        Student(rope_heads_axis, _has(ROPE, "turned each vector by its index along dim −3")),
+        Student(rope_in_place, None),
+        Student(rope_float32, None),
+    ],
+    "alibi_bias": [
+        Student(alibi_one_formula, _has(ALIBI, "used 2^(-8(h+1)/n) for every number of heads")),
+        Student(alibi_halving, _has(ALIBI, "used the slopes 1/2, 1/4, 1/8")),
+        Student(alibi_reversed, _has(ALIBI, "gave the heads their slopes in reverse order")),
+        Student(alibi_plus, _has(ALIBI, "added +m (i - j)")),
+        Student(alibi_absolute, _has(ALIBI, "used −m |i − j| for every key")),
+        Student(alibi_no_mask, _has(ALIBI, "left the future unmasked")),
+        Student(alibi_zero_future, _has(ALIBI, "put 0 at the future keys")),
+        Student(alibi_minus_1e9, None),
+        Student(alibi_interleaved_wrongly, None),
+    ],
+    "relative_position_bias": [
+        Student(rel_i_minus_j, _has(RELATIVE, "used the offset i − j")),
+        Student(rel_no_clip, _has(RELATIVE, "did not clip the offsets")),
+        Student(rel_no_shift, _has(RELATIVE, "did not add D to the clipped offset")),
+        Student(rel_heads_last, _has(RELATIVE, "returned (n_q, n_k, n_head)")),
+        Student(rel_keys_first, _has(RELATIVE, "returned (n_head, n_k, n_q)")),
+        Student(rel_queries_from_zero, _has(RELATIVE, "put the queries at positions 0 … n_q − 1")),
+        Student(rel_distance, None),
+        Student(rel_float32, None),
+    ],
+}
+
+RIGHT = {
+    "sinusoidal_encoding": [sin_right_loops, sin_right_log_space, sin_right_complex],
+    "apply_rope": [rope_right_complex, rope_right_matrix, rope_right_rotate_every_two],
+    "alibi_bias": [alibi_right_loops, alibi_right_triu, alibi_right_recursive],
+    "relative_position_bias": [rel_right_loops, rel_right_embedding, rel_right_index_select],
+}
