@@ -275,28 +275,28 @@ def test_an_unknown_assignment_is_a_clear_error_before_any_grading(tmp_path):
 
 def test_several_assignments_give_one_sheet_with_a_column_per_assignment(tmp_path):
     subs = tmp_path / "term"
-    make_samples(tmp_path / "samples")
+    make_samples(tmp_path / "samples", "ch05")  # exercise 5 has no training task: seconds per submission
     for student in ("correct", "blank"):
-        shutil.copytree(tmp_path / "samples" / student, subs / "ch01" / student)
-    ch02 = next((ROOT / "exercises" / "ch02").glob("*.ipynb"))  # the student notebook as released: blank
-    (subs / "ch02" / "blank").mkdir(parents=True)
-    shutil.copy(ch02, subs / "ch02" / "blank" / ch02.name)
+        shutil.copytree(tmp_path / "samples" / student, subs / "ch05" / student)
+    ch06 = next((ROOT / "exercises" / "ch06").glob("*.ipynb"))  # the student notebook as released: blank
+    (subs / "ch06" / "blank").mkdir(parents=True)
+    shutil.copy(ch06, subs / "ch06" / "blank" / ch06.name)
     env = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
-    r = subprocess.run([sys.executable, "-m", "lmbook.autograde", str(subs), "--assignment", "ch01", "--assignment",
-                        "ch02", "--out", str(tmp_path / "out"), "--course", str(ROOT / "autograder")],
+    r = subprocess.run([sys.executable, "-m", "lmbook.autograde", str(subs), "--assignment", "ch05", "--assignment",
+                        "ch06", "--out", str(tmp_path / "out"), "--course", str(ROOT / "autograder")],
                        capture_output=True, text=True, env=env, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     out = tmp_path / "out"
     with (out / "grades.csv").open() as f:
         reader = csv.DictReader(f)
         rows = {row["student"]: row for row in reader}
-    assert reader.fieldnames == ["student", "ch01", "ch02", "total", "max", "status", "flagged"]
-    max02 = float(_rows(out / "ch02")["blank"]["max"])
-    assert [rows["correct"][k] for k in ("ch01", "ch02", "total")] == ["16", "0", "16"]
-    assert [rows["blank"][k] for k in ("ch01", "ch02", "total")] == ["0", "0", "0"]
-    assert float(rows["correct"]["max"]) == 16 + max02
-    assert rows["correct"]["status"] == "ch02: no submission" and rows["blank"]["status"] == "graded"
-    for assignment in ("ch01", "ch02"):
+    assert reader.fieldnames == ["student", "ch05", "ch06", "total", "max", "status", "flagged"]
+    max05, max06 = float(_rows(out / "ch05")["correct"]["max"]), float(_rows(out / "ch06")["blank"]["max"])
+    assert [float(rows["correct"][k]) for k in ("ch05", "ch06", "total")] == [max05, 0, max05]
+    assert [float(rows["blank"][k]) for k in ("ch05", "ch06", "total")] == [0, 0, 0]
+    assert float(rows["correct"]["max"]) == max05 + max06 and max05 > 0 and max06 > 0
+    assert rows["correct"]["status"] == "ch06: no submission" and rows["blank"]["status"] == "graded"
+    for assignment in ("ch05", "ch06"):
         assert (out / assignment / "class.html").exists(), f"no class page for {assignment}"
 
 
