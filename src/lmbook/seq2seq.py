@@ -193,33 +193,14 @@ def masked_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, pad: int =
     return (nll * real).sum() / real.sum()
 
 
-class Seq2Seq(nn.Module):
-    """Encoder + decoder. ``attention=None`` gives chapter 3's model, a score name chapter 4's."""
-
-    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_emb: int = 64, d_hid: int = 128,
-                 attention: str | None = None, bidirectional: bool = False, feed_context: bool = False,
-                 d_att: int | None = None):
-        super().__init__()
-        self.encoder = Encoder(src_vocab_size, d_emb, d_hid, bidirectional)
-        self.attention = attention
-        self.decoder = (Decoder(tgt_vocab_size, d_emb, d_hid, feed_context) if attention is None
-                        else AttentionDecoder(tgt_vocab_size, d_emb, d_hid, attention, d_att))
+class Translator(nn.Module):
+    """What every translation model derives from its ``forward(x, lengths, y_in) -> logits``: the device it
+    is on, the teacher-forced loss and the log-probability of whole targets (this chapter's :class:`Seq2Seq`,
+    chapter 8's :class:`lmbook.transformer.Transformer`)."""
 
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
-
-    def encode(self, x: torch.Tensor, lengths: torch.Tensor) -> Encoded:
-        return self.encoder(x, lengths)
-
-    def step(self, y_prev: torch.Tensor, s_prev: torch.Tensor, enc: Encoded):
-        """One decoder step for either decoder: logits (B, V), s_t, α_t (None without attention)."""
-        if self.attention is None:
-            return self.decoder.step(y_prev, s_prev, enc.c)
-        return self.decoder.step(y_prev, s_prev, enc.H, enc.mask)
-
-    def forward(self, x: torch.Tensor, lengths: torch.Tensor, y_in: torch.Tensor) -> torch.Tensor:
-        return self.decoder(y_in, self.encode(x, lengths))
 
     def loss(self, x: torch.Tensor, lengths: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Teacher forcing on targets y = [<bos>, y_1, ..., <eos>, <pad>...]: read y[:, :-1], predict y[:, 1:]."""
@@ -232,6 +213,31 @@ class Seq2Seq(nn.Module):
         logp = torch.log_softmax(self(x, lengths, y[:, :-1]), dim=-1)
         target = y[:, 1:]
         return (logp.gather(-1, target[..., None]).squeeze(-1) * (target != PAD)).sum(-1)
+
+
+class Seq2Seq(Translator):
+    """Encoder + decoder. ``attention=None`` gives chapter 3's model, a score name chapter 4's."""
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_emb: int = 64, d_hid: int = 128,
+                 attention: str | None = None, bidirectional: bool = False, feed_context: bool = False,
+                 d_att: int | None = None):
+        super().__init__()
+        self.encoder = Encoder(src_vocab_size, d_emb, d_hid, bidirectional)
+        self.attention = attention
+        self.decoder = (Decoder(tgt_vocab_size, d_emb, d_hid, feed_context) if attention is None
+                        else AttentionDecoder(tgt_vocab_size, d_emb, d_hid, attention, d_att))
+
+    def encode(self, x: torch.Tensor, lengths: torch.Tensor) -> Encoded:
+        return self.encoder(x, lengths)
+
+    def step(self, y_prev: torch.Tensor, s_prev: torch.Tensor, enc: Encoded):
+        """One decoder step for either decoder: logits (B, V), s_t, α_t (None without attention)."""
+        if self.attention is None:
+            return self.decoder.step(y_prev, s_prev, enc.c)
+        return self.decoder.step(y_prev, s_prev, enc.H, enc.mask)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor, y_in: torch.Tensor) -> torch.Tensor:
+        return self.decoder(y_in, self.encode(x, lengths))
 
     @torch.no_grad()
     def greedy(self, x: torch.Tensor, lengths: torch.Tensor, max_len: int = 60, return_alpha: bool = False):

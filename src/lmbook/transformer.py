@@ -64,7 +64,7 @@ from torch import nn
 
 from .multihead import MultiHeadAttention
 from .positions import sinusoidal
-from .seq2seq import BOS, EOS, PAD, masked_cross_entropy
+from .seq2seq import BOS, EOS, PAD, Translator
 
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 
@@ -218,7 +218,7 @@ class Memory:
     mask: torch.Tensor
 
 
-class Transformer(nn.Module):
+class Transformer(Translator):
     """The encoder–decoder Transformer, with :class:`lmbook.seq2seq.Seq2Seq`'s interface.
 
     ``final_norm`` (default: ``norm_first``) adds a LayerNorm after the last encoder and the last decoder
@@ -246,9 +246,6 @@ class Transformer(nn.Module):
         self.ln_dec = LayerNorm(d_model) if final_norm else nn.Identity()
         self.W_o = nn.Linear(d_model, tgt_vocab_size)
 
-    @property
-    def device(self) -> torch.device:
-        return next(self.parameters()).device
 
     def embed(self, ids: torch.Tensor, E: nn.Embedding) -> torch.Tensor:
         """sqrt(d) E[ids] + PE (then dropout): ids (B, n) → (B, n, d)."""
@@ -278,18 +275,6 @@ class Transformer(nn.Module):
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, y_in: torch.Tensor) -> torch.Tensor:
         return self.decode(y_in, self.encode(x, lengths))
-
-    def loss(self, x: torch.Tensor, lengths: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Teacher forcing on targets y = [<bos>, y_1, ..., <eos>, <pad>...]: read y[:, :-1], predict y[:, 1:]."""
-        return masked_cross_entropy(self(x, lengths, y[:, :-1]), y[:, 1:])
-
-    @torch.no_grad()
-    def sequence_logprob(self, x: torch.Tensor, lengths: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """log P(y | x) = Σ_t log P(y_t | y_<t, x) of each target in the batch (B,); y as in ``loss``."""
-        self.eval()
-        logp = torch.log_softmax(self(x, lengths, y[:, :-1]), dim=-1)
-        target = y[:, 1:]
-        return (logp.gather(-1, target[..., None]).squeeze(-1) * (target != PAD)).sum(-1)
 
     @torch.no_grad()
     def greedy(self, x: torch.Tensor, lengths: torch.Tensor, max_len: int = 60, return_alpha: bool = False):
