@@ -8,6 +8,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("MPLBACKEND", "Agg")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs one worker per core: one thread each, here and in every process a test starts (kernels,
+    # the book build). torch's default, a thread per core in every worker, makes the workers fight for the cores.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
 sys.path.insert(0, str(ROOT / "bench"))
 from worktree import copy_worktree  # noqa: E402  (bench/: one copy of the tree for tests and benchmarks)
 
