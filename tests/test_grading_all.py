@@ -152,6 +152,24 @@ def apply_rope(x, positions):
     x1, x2 = x[..., : d // 2], x[..., d // 2:]  # Llama's halves: this task pairs neighbours
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
 '''}, {"test_apply_rope", "hidden_apply_rope"}),
+    "ch08": ({
+        "encoder_block": '''
+def encoder_block(x, key_padding_mask, params, n_head, norm_first):
+    p = params
+
+    def self_attention(h):
+        return attention(h, h, h, p["self_attn.in_proj_weight"], p["self_attn.in_proj_bias"],
+                         p["self_attn.out_proj.weight"], p["self_attn.out_proj.bias"], n_head, key_padding_mask)
+
+    def ffn(h):
+        return feed_forward(h, p["linear1.weight"], p["linear1.bias"], p["linear2.weight"], p["linear2.bias"])
+
+    if not norm_first:  # norm_first read backwards: pre-LN for norm_first=False
+        x = x + self_attention(layer_norm(x, p["norm1.weight"], p["norm1.bias"]))
+        return x + ffn(layer_norm(x, p["norm2.weight"], p["norm2.bias"]))
+    x = layer_norm(x + self_attention(x), p["norm1.weight"], p["norm1.bias"])
+    return layer_norm(x + ffn(x), p["norm2.weight"], p["norm2.bias"])
+'''}, {"test_encoder_block", "hidden_encoder_block"}),
 }
 
 
@@ -222,6 +240,7 @@ NAMED = {
     "ch05": ("applied the mask after the softmax",),
     "ch06": ("inverted the padding mask",),
     "ch07": ("the half-split layout",),
+    "ch08": ("read norm_first backwards",),
 }
 
 

@@ -1,0 +1,605 @@
+"""Exercise 8 (the Transformer) as students write it: wrong answers with the mistake they have, and right ones written
+differently from the reference (see test_students.py). The blocks call ``attention``, the notebook's given (locked)
+multi-head attention, copied here as the notebook has it."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from check_contract import Student
+
+from lmbook.tasks.ch08 import DECODER_BLOCK, ENCODER_BLOCK, FEED_FORWARD, LAYER_NORM
+
+INF = float("-inf")
+
+
+def _has(check, start: str) -> str:
+    """The misconception of ``check``'s Mutant that begins with ``start`` (word for word)."""
+    (text,) = [m.misconception for m in check.mutants if m.misconception.startswith(start)]
+    return text
+
+
+def attention(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+              key_padding_mask=None, causal=False):
+    """The notebook's given multi-head attention (exercise 6's), outputs only."""
+    B, n_q, d = query.shape
+    n_k, d_head = key.shape[1], d // n_head
+    W_q, W_k, W_v = in_proj_weight.chunk(3)
+    b_q, b_k, b_v = in_proj_bias.chunk(3)
+    q = (query @ W_q.T + b_q).view(B, n_q, n_head, d_head).transpose(1, 2)
+    k = (key @ W_k.T + b_k).view(B, n_k, n_head, d_head).transpose(1, 2)
+    v = (value @ W_v.T + b_v).view(B, n_k, n_head, d_head).transpose(1, 2)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_head)
+    blocked = torch.zeros(n_q, n_k, dtype=torch.bool, device=query.device)
+    if causal:
+        blocked = blocked | torch.ones(n_q, n_k, dtype=torch.bool, device=query.device).triu(1)
+    if key_padding_mask is not None:
+        blocked = blocked | key_padding_mask[:, None, None, :]
+    A = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1)
+    y = (A @ v).transpose(1, 2).reshape(B, n_q, d)
+    return y @ out_proj_weight.T + out_proj_bias
+
+
+# ----------------------------------------------------------------------------- layer_norm
+
+def ln_batch_statistics(x, weight, bias, eps=1e-5):  # BatchNorm's axis
+    mean = x.mean(0, keepdim=True)
+    var = x.var(0, unbiased=False, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def ln_whole_sequence(x, weight, bias, eps=1e-5):  # one mean and variance per sequence
+    mean = x.mean(dim=(-2, -1), keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=(-2, -1), keepdim=True)
+    return weight * (x - mean) / (var + eps).sqrt() + bias
+
+
+def ln_torch_var(x, weight, bias, eps=1e-5):  # .var() divides by d - 1
+    centred = x - x.mean(-1, keepdim=True)
+    return weight * centred / torch.sqrt(x.var(-1, keepdim=True) + eps) + bias
+
+
+def ln_annotated_transformer(x, weight, bias, eps=1e-5):  # the Annotated Transformer's LayerNorm
+    mean = x.mean(-1, keepdim=True)
+    std = x.std(-1, keepdim=True)
+    return weight * (x - mean) / (std + eps) + bias
+
+
+def ln_eps_on_sigma(x, weight, bias, eps=1e-5):
+    mu = x.mean(-1, keepdim=True)
+    sigma = torch.sqrt(torch.mean((x - mu) ** 2, dim=-1, keepdim=True))
+    return weight * ((x - mu) / (sigma + eps)) + bias
+
+
+def ln_no_eps(x, weight, bias, eps=1e-5):
+    mu = x.mean(-1, keepdim=True)
+    return weight * (x - mu) / x.std(-1, unbiased=False, keepdim=True) + bias
+
+
+def ln_divides_by_variance(x, weight, bias, eps=1e-5):
+    mu = x.mean(-1, keepdim=True)
+    var = x.var(-1, correction=0, keepdim=True)
+    return weight * (x - mu) / (var + eps) + bias
+
+
+def ln_no_gain_bias(x, weight, bias, eps=1e-5):
+    mu = x.mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps)
+
+
+def ln_gain_bias_swapped(x, weight, bias, eps=1e-5):
+    mu = x.mean(-1, keepdim=True)
+    x_hat = (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps)
+    return x_hat * bias + weight
+
+
+def ln_shortcut_variance(x, weight, bias, eps=1e-5):  # E[x²] − E[x]²: one pass, cancels in float32
+    mean = x.mean(-1, keepdim=True)
+    mean_sq = (x ** 2).mean(-1, keepdim=True)
+    return weight * (x - mean) / torch.sqrt(mean_sq - mean ** 2 + eps) + bias
+
+
+def ln_in_place(x, weight, bias, eps=1e-5):  # centres the caller's tensor
+    x -= x.mean(-1, keepdim=True)
+    return weight * x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + eps) + bias
+
+
+def ln_float32(x, weight, bias, eps=1e-5):  # float64 inputs come back in float32
+    x = x.float()
+    mu = x.mean(-1, keepdim=True)
+    return weight.float() * (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps) + bias.float()
+
+
+def ln_right_var_mean(x, weight, bias, eps=1e-5):
+    var, mean = torch.var_mean(x, dim=-1, correction=0, keepdim=True)
+    return torch.addcmul(bias, weight, (x - mean) * torch.rsqrt(var + eps))
+
+
+def ln_right_sums(x, weight, bias, eps=1e-5):  # sums divided by d, written out
+    d = x.shape[-1]
+    mu = x.sum(-1, keepdim=True) / d
+    dev = x - mu
+    var = (dev * dev).sum(-1, keepdim=True) / d
+    return dev / (var + eps) ** 0.5 * weight + bias
+
+
+def ln_right_flat(x, weight, bias, eps=1e-5):  # every vector a row of a matrix
+    rows = x.reshape(-1, x.shape[-1])
+    mu = rows.mean(1, keepdim=True)
+    sigma2 = rows.sub(mu).pow(2).mean(1, keepdim=True)
+    return (weight * (rows - mu) / (sigma2 + eps).sqrt() + bias).reshape(x.shape)
+
+
+# ----------------------------------------------------------------------------- feed_forward
+
+def ffn_gelu(x, w1, b1, w2, b2):
+    return F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2)
+
+
+def ffn_no_activation(x, w1, b1, w2, b2):
+    return F.linear(F.linear(x, w1, b1), w2, b2)
+
+
+def ffn_relu_on_output(x, w1, b1, w2, b2):
+    h = F.relu(F.linear(x, w1, b1))
+    return F.relu(F.linear(h, w2, b2))
+
+
+def ffn_relu_on_input(x, w1, b1, w2, b2):
+    return F.linear(F.linear(x.clamp(min=0), w1, b1), w2, b2)
+
+
+def ffn_bias_after_relu(x, w1, b1, w2, b2):
+    h = torch.clamp(x @ w1.t(), min=0) + b1
+    return h @ w2.t() + b2
+
+
+def ffn_no_biases(x, w1, b1, w2, b2):
+    return F.linear(F.relu(F.linear(x, w1)), w2)
+
+
+def ffn_matmul_untransposed(x, w1, b1, w2, b2):  # x @ W as in the maths of some books: W is stored (out, in)
+    h = torch.relu(torch.matmul(x, w1) + b1)
+    return torch.matmul(h, w2) + b2
+
+
+def ffn_leaky(x, w1, b1, w2, b2):
+    return F.linear(F.leaky_relu(F.linear(x, w1, b1), 0.1), w2, b2)
+
+
+def ffn_weights_swapped(x, w1, b1, w2, b2):  # linear2 first: shapes fail unless square
+    return F.linear(F.relu(F.linear(x, w2.T, b1)), w1.T, b2)
+
+
+def ffn_float32(x, w1, b1, w2, b2):
+    return F.linear(F.relu(F.linear(x.float(), w1.float(), b1.float())), w2.float(), b2.float())
+
+
+def ffn_right_einsum(x, w1, b1, w2, b2):
+    h = torch.einsum("...d,fd->...f", x, w1) + b1
+    return torch.einsum("...f,df->...d", h.clamp(min=0), w2) + b2
+
+
+def ffn_right_rows(x, w1, b1, w2, b2):  # all positions as rows of one matrix, addmm
+    rows = x.reshape(-1, x.shape[-1])
+    h = torch.addmm(b1, rows, w1.t()).relu()
+    return torch.addmm(b2, h, w2.t()).reshape(*x.shape[:-1], w2.shape[0])
+
+
+def ffn_right_where(x, w1, b1, w2, b2):
+    pre = F.linear(x, w1, b1)
+    return F.linear(torch.where(pre > 0, pre, torch.zeros_like(pre)), w2, b2)
+
+
+# ----------------------------------------------------------------------------- encoder_block
+
+def _ln(h, p, i):
+    mu = h.mean(-1, keepdim=True)
+    return p[f"norm{i}.weight"] * (h - mu) / torch.sqrt(((h - mu) ** 2).mean(-1, keepdim=True) + 1e-5) \
+        + p[f"norm{i}.bias"]
+
+
+def _sa(h, p, n_head, mask, name="self_attn", causal=False, context=None):
+    c = h if context is None else context
+    return attention(h, c, c, p[f"{name}.in_proj_weight"], p[f"{name}.in_proj_bias"], p[f"{name}.out_proj.weight"],
+                     p[f"{name}.out_proj.bias"], n_head, mask, causal)
+
+
+def _ff(h, p):
+    return torch.relu(h @ p["linear1.weight"].T + p["linear1.bias"]) @ p["linear2.weight"].T + p["linear2.bias"]
+
+
+def enc_always_post(x, key_padding_mask, params, n_head, norm_first):  # norm_first never looked at
+    x = _ln(x + _sa(x, params, n_head, key_padding_mask), params, 1)
+    return _ln(x + _ff(x, params), params, 2)
+
+
+def enc_always_pre(x, key_padding_mask, params, n_head, norm_first):
+    x = x + _sa(_ln(x, params, 1), params, n_head, key_padding_mask)
+    return x + _ff(_ln(x, params, 2), params)
+
+
+def enc_norm_first_backwards(x, key_padding_mask, params, n_head, norm_first):
+    if not norm_first:  # "norm first" read as "the norm is applied first to the sum"... the other way round
+        x = x + _sa(_ln(x, params, 1), params, n_head, key_padding_mask)
+        return x + _ff(_ln(x, params, 2), params)
+    x = _ln(x + _sa(x, params, n_head, key_padding_mask), params, 1)
+    return _ln(x + _ff(x, params), params, 2)
+
+
+def enc_normalised_residual(x, key_padding_mask, params, n_head, norm_first):
+    if norm_first:  # x reassigned to LN(x): the residual is then the normalised x
+        x = _ln(x, params, 1)
+        x = x + _sa(x, params, n_head, key_padding_mask)
+        x = _ln(x, params, 2)
+        return x + _ff(x, params)
+    x = _ln(x + _sa(x, params, n_head, key_padding_mask), params, 1)
+    return _ln(x + _ff(x, params), params, 2)
+
+
+def enc_norm_inside(x, key_padding_mask, params, n_head, norm_first):
+    if norm_first:
+        x = x + _sa(_ln(x, params, 1), params, n_head, key_padding_mask)
+        return x + _ff(_ln(x, params, 2), params)
+    x = x + _ln(_sa(x, params, n_head, key_padding_mask), params, 1)  # LN on the sub-layer only
+    return x + _ln(_ff(x, params), params, 2)
+
+
+def enc_no_residual(x, key_padding_mask, params, n_head, norm_first):
+    if norm_first:
+        x = _sa(_ln(x, params, 1), params, n_head, key_padding_mask)
+        return _ff(_ln(x, params, 2), params)
+    x = _ln(_sa(x, params, n_head, key_padding_mask), params, 1)
+    return _ln(_ff(x, params), params, 2)
+
+
+def enc_mask_inverted(x, key_padding_mask, params, n_head, norm_first):  # exercise 5's convention
+    mask = ~key_padding_mask
+    if norm_first:
+        x = x + _sa(_ln(x, params, 1), params, n_head, mask)
+        return x + _ff(_ln(x, params, 2), params)
+    x = _ln(x + _sa(x, params, n_head, mask), params, 1)
+    return _ln(x + _ff(x, params), params, 2)
+
+
+def enc_mask_forgotten(x, key_padding_mask, params, n_head, norm_first):
+    if norm_first:
+        x = x + _sa(_ln(x, params, 1), params, n_head, None)
+        return x + _ff(_ln(x, params, 2), params)
+    x = _ln(x + _sa(x, params, n_head, None), params, 1)
+    return _ln(x + _ff(x, params), params, 2)
+
+
+def enc_gelu(x, key_padding_mask, params, n_head, norm_first):
+    def ffn(h):
+        return F.gelu(h @ params["linear1.weight"].T + params["linear1.bias"]) @ params["linear2.weight"].T \
+            + params["linear2.bias"]
+    if norm_first:
+        x = x + _sa(_ln(x, params, 1), params, n_head, key_padding_mask)
+        return x + ffn(_ln(x, params, 2))
+    x = _ln(x + _sa(x, params, n_head, key_padding_mask), params, 1)
+    return _ln(x + ffn(x), params, 2)
+
+
+def enc_one_norm(x, key_padding_mask, params, n_head, norm_first):  # norm1 copied into both places
+    if norm_first:
+        x = x + _sa(_ln(x, params, 1), params, n_head, key_padding_mask)
+        return x + _ff(_ln(x, params, 1), params)
+    x = _ln(x + _sa(x, params, n_head, key_padding_mask), params, 1)
+    return _ln(x + _ff(x, params), params, 1)
+
+
+def enc_norms_swapped(x, key_padding_mask, params, n_head, norm_first):
+    first, second = 2, 1  # "norm2 is the one before attention in pre-LN"
+    if norm_first:
+        x = x + _sa(_ln(x, params, first), params, n_head, key_padding_mask)
+        return x + _ff(_ln(x, params, second), params)
+    x = _ln(x + _sa(x, params, n_head, key_padding_mask), params, first)
+    return _ln(x + _ff(x, params), params, second)
+
+
+def enc_own_attention_sqrt_d(x, key_padding_mask, params, n_head, norm_first):  # its own attention, scaled by d
+    def self_attn(h):
+        B, S, d = h.shape
+        q, k, v = (h @ params["self_attn.in_proj_weight"].T + params["self_attn.in_proj_bias"]).split(d, dim=-1)
+        q, k, v = (t.view(B, S, n_head, -1).permute(0, 2, 1, 3) for t in (q, k, v))
+        s = torch.einsum("bhqe,bhke->bhqk", q, k) / math.sqrt(d)
+        a = s.masked_fill(key_padding_mask[:, None, None, :], INF).softmax(-1)
+        y = torch.einsum("bhqk,bhke->bqhe", a, v).reshape(B, S, d)
+        return y @ params["self_attn.out_proj.weight"].T + params["self_attn.out_proj.bias"]
+    if norm_first:
+        x = x + self_attn(_ln(x, params, 1))
+        return x + _ff(_ln(x, params, 2), params)
+    x = _ln(x + self_attn(x), params, 1)
+    return _ln(x + _ff(x, params), params, 2)
+
+
+def enc_ffn_reads_attention(x, key_padding_mask, params, n_head, norm_first):  # FFN on the attention's output
+    if norm_first:
+        a = _sa(_ln(x, params, 1), params, n_head, key_padding_mask)
+        return x + a + _ff(_ln(a, params, 2), params)
+    a = _ln(x + _sa(x, params, n_head, key_padding_mask), params, 1)
+    return _ln(a + _ff(a, params), params, 2)
+
+
+def enc_float32(x, key_padding_mask, params, n_head, norm_first):
+    params = {k: v.float() for k, v in params.items()}
+    return enc_right_loop(x.float(), key_padding_mask, params, n_head, norm_first)
+
+
+def enc_right_loop(x, key_padding_mask, params, n_head, norm_first):  # the two sub-layers as data
+    sublayers = [(lambda h: _sa(h, params, n_head, key_padding_mask), 1), (lambda h: _ff(h, params), 2)]
+    for f, i in sublayers:
+        x = x + f(_ln(x, params, i)) if norm_first else _ln(x + f(x), params, i)
+    return x
+
+
+def enc_right_zero_padding(x, key_padding_mask, params, n_head, norm_first):  # own attention; zeros at padding
+    def norm(h, i):
+        return F.layer_norm(h, h.shape[-1:], params[f"norm{i}.weight"], params[f"norm{i}.bias"])
+
+    def self_attn(h):
+        B, S, d = h.shape
+        d_head = d // n_head
+        q, k, v = F.linear(h, params["self_attn.in_proj_weight"], params["self_attn.in_proj_bias"]).chunk(3, -1)
+        q, k, v = (t.reshape(B, S, n_head, d_head).transpose(1, 2) for t in (q, k, v))
+        bias = torch.zeros(B, 1, 1, S, dtype=h.dtype, device=h.device).masked_fill(
+            key_padding_mask[:, None, None, :], INF)
+        a = torch.softmax(q @ k.transpose(2, 3) * d_head ** -0.5 + bias, dim=-1)
+        return F.linear((a @ v).transpose(1, 2).reshape(B, S, d), params["self_attn.out_proj.weight"],
+                        params["self_attn.out_proj.bias"])
+
+    if norm_first:
+        x = x + self_attn(norm(x, 1))
+        x = x + _ff(norm(x, 2), params)
+    else:
+        x = norm(x + self_attn(x), 1)
+        x = norm(x + _ff(x, params), 2)
+    return x.masked_fill(key_padding_mask.unsqueeze(-1), 0.0)  # padded positions: never used
+
+
+def enc_right_keywords(x, key_padding_mask, params, n_head, norm_first):
+    w = {k.replace(".", "_"): v for k, v in params.items()}
+
+    def attn(h):
+        return attention(query=h, key=h, value=h, in_proj_weight=w["self_attn_in_proj_weight"],
+                         in_proj_bias=w["self_attn_in_proj_bias"], out_proj_weight=w["self_attn_out_proj_weight"],
+                         out_proj_bias=w["self_attn_out_proj_bias"], n_head=n_head,
+                         key_padding_mask=key_padding_mask, causal=False)
+
+    def ffn(h):
+        return F.linear(F.relu(F.linear(h, w["linear1_weight"], w["linear1_bias"])), w["linear2_weight"],
+                        w["linear2_bias"])
+
+    def ln(h, g, b):
+        var, mean = torch.var_mean(h, dim=-1, keepdim=True, unbiased=False)
+        return (h - mean) / torch.sqrt(var + 1e-5) * g + b
+
+    if norm_first:
+        h = x + attn(ln(x, w["norm1_weight"], w["norm1_bias"]))
+        return h + ffn(ln(h, w["norm2_weight"], w["norm2_bias"]))
+    h = ln(x + attn(x), w["norm1_weight"], w["norm1_bias"])
+    return ln(h + ffn(h), w["norm2_weight"], w["norm2_bias"])
+
+
+# ----------------------------------------------------------------------------- decoder_block
+
+def _decoder(y, memory, pad, p, n_head, pre, *, self_causal=True, cross=None, norms=(1, 2, 3)):
+    """A decoder block written plainly, with ``cross(h, memory, pad)`` for the cross-attention if given."""
+    def cross_attn(h):
+        if cross is not None:
+            return cross(h, memory, pad)
+        return _sa(h, p, n_head, pad, name="multihead_attn", context=memory)
+    n1, n2, n3 = norms
+    if pre:
+        x = y + _sa(_ln(y, p, n1), p, n_head, None, causal=self_causal)
+        x = x + cross_attn(_ln(x, p, n2))
+        return x + _ff(_ln(x, p, n3), p)
+    x = _ln(y + _sa(y, p, n_head, None, causal=self_causal), p, n1)
+    x = _ln(x + cross_attn(x), p, n2)
+    return _ln(x + _ff(x, p), p, n3)
+
+
+def dec_always_post(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    return _decoder(y, memory, memory_key_padding_mask, params, n_head, False)
+
+
+def dec_norm_first_backwards(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    return _decoder(y, memory, memory_key_padding_mask, params, n_head, pre=not norm_first)
+
+
+def dec_normalised_residual(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    p = params
+    if not norm_first:
+        return _decoder(y, memory, memory_key_padding_mask, p, n_head, False)
+    x = _ln(y, p, 1)
+    x = x + _sa(x, p, n_head, None, causal=True)
+    x = _ln(x, p, 2)
+    x = x + _sa(x, p, n_head, memory_key_padding_mask, name="multihead_attn", context=memory)
+    x = _ln(x, p, 3)
+    return x + _ff(x, p)
+
+
+def dec_keys_from_decoder(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    def cross(h, memory, pad):  # memory never used: the mask had to go too (its size is S)
+        return _sa(h, params, n_head, None, name="multihead_attn")
+    return _decoder(y, memory, memory_key_padding_mask, params, n_head, norm_first, cross=cross)
+
+
+def dec_queries_from_memory(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    def cross(h, memory, pad):  # attention(query, key, value): the memory put first
+        w = [params[f"multihead_attn.{n}"] for n in ("in_proj_weight", "in_proj_bias", "out_proj.weight",
+                                                     "out_proj.bias")]
+        return attention(memory, h, h, *w, n_head, pad)
+    return _decoder(y, memory, memory_key_padding_mask, params, n_head, norm_first, cross=cross)
+
+
+def dec_no_causal_mask(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    return _decoder(y, memory, memory_key_padding_mask, params, n_head, norm_first, self_causal=False)
+
+
+def dec_causal_cross(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    def cross(h, memory, pad):
+        return _sa(h, params, n_head, pad, name="multihead_attn", causal=True, context=memory)
+    return _decoder(y, memory, memory_key_padding_mask, params, n_head, norm_first, cross=cross)
+
+
+def dec_memory_mask_forgotten(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    return _decoder(y, memory, None, params, n_head, norm_first)
+
+
+def dec_memory_mask_inverted(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    return _decoder(y, memory, memory_key_padding_mask.logical_not(), params, n_head, norm_first)
+
+
+def dec_copy_pasted_weights(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    def cross(h, memory, pad):  # the self-attention's line copied, the name not changed
+        return _sa(h, params, n_head, pad, name="self_attn", context=memory)
+    return _decoder(y, memory, memory_key_padding_mask, params, n_head, norm_first, cross=cross)
+
+
+def dec_memory_normalised(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    if not norm_first:
+        return _decoder(y, memory, memory_key_padding_mask, params, n_head, False)
+    p = params
+    x = y + _sa(_ln(y, p, 1), p, n_head, None, causal=True)
+    x = x + _sa(_ln(x, p, 2), p, n_head, memory_key_padding_mask, name="multihead_attn", context=_ln(memory, p, 2))
+    return x + _ff(_ln(x, p, 3), p)
+
+
+def dec_norms_2_3_swapped(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    return _decoder(y, memory, memory_key_padding_mask, params, n_head, norm_first, norms=(1, 3, 2))
+
+
+def dec_cross_first(y, memory, memory_key_padding_mask, params, n_head, norm_first):  # sub-layers in another order
+    p = params
+    if norm_first:
+        x = y + _sa(_ln(y, p, 1), p, n_head, memory_key_padding_mask, name="multihead_attn", context=memory)
+        x = x + _sa(_ln(x, p, 2), p, n_head, None, causal=True)
+        return x + _ff(_ln(x, p, 3), p)
+    x = _ln(y + _sa(y, p, n_head, memory_key_padding_mask, name="multihead_attn", context=memory), p, 1)
+    x = _ln(x + _sa(x, p, n_head, None, causal=True), p, 2)
+    return _ln(x + _ff(x, p), p, 3)
+
+
+def dec_right_loop(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    steps = [(lambda h: _sa(h, params, n_head, None, causal=True), 1),
+             (lambda h: _sa(h, params, n_head, memory_key_padding_mask, name="multihead_attn", context=memory), 2),
+             (lambda h: _ff(h, params), 3)]
+    x = y
+    for f, i in steps:
+        x = x + f(_ln(x, params, i)) if norm_first else _ln(x + f(x), params, i)
+    return x
+
+
+def _own_attention(h, context, p, name, n_head, blocked):
+    """Multi-head attention with einsum and a -inf bias; ``blocked`` broadcasts to (B, h, n_q, n_k)."""
+    d = h.shape[-1]
+    w_q, w_kv = p[f"{name}.in_proj_weight"].split([d, 2 * d])
+    b_q, b_kv = p[f"{name}.in_proj_bias"].split([d, 2 * d])
+    q = F.linear(h, w_q, b_q).unflatten(-1, (n_head, d // n_head))
+    k, v = (t.unflatten(-1, (n_head, d // n_head)) for t in F.linear(context, w_kv, b_kv).chunk(2, dim=-1))
+    scores = torch.einsum("bqhe,bkhe->bhqk", q, k) / math.sqrt(d // n_head)
+    a = torch.softmax(scores + torch.zeros_like(scores).masked_fill(blocked, INF), dim=-1)
+    out = torch.einsum("bhqk,bkhe->bqhe", a, v).flatten(2)
+    return F.linear(out, p[f"{name}.out_proj.weight"], p[f"{name}.out_proj.bias"])
+
+
+def dec_right_einsum(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    T = y.shape[1]
+    future = torch.arange(T, device=y.device)[None, :] > torch.arange(T, device=y.device)[:, None]
+    padded = memory_key_padding_mask[:, None, None, :]
+
+    def ln(h, i):
+        return F.layer_norm(h, (h.shape[-1],), params[f"norm{i}.weight"], params[f"norm{i}.bias"], eps=1e-5)
+
+    subs = [lambda h: _own_attention(h, h, params, "self_attn", n_head, future),
+            lambda h: _own_attention(h, memory, params, "multihead_attn", n_head, padded),
+            lambda h: _ff(h, params)]
+    x = y
+    for i, f in enumerate(subs, start=1):
+        x = x + f(ln(x, i)) if norm_first else ln(x + f(x), i)
+    return x
+
+
+def dec_right_plain(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    p = params
+    if norm_first:
+        h = _ln(y, p, 1)
+        y = y + _sa(h, p, n_head, None, causal=True)
+        h = _ln(y, p, 2)
+        y = y + _sa(h, p, n_head, memory_key_padding_mask, name="multihead_attn", context=memory)
+        return y + _ff(_ln(y, p, 3), p)
+    y = _ln(y + _sa(y, p, n_head, None, causal=True), p, 1)
+    y = _ln(y + _sa(y, p, n_head, memory_key_padding_mask, name="multihead_attn", context=memory), p, 2)
+    return _ln(y + _ff(y, p), p, 3)
+
+
+WRONG = {
+    "layer_norm": [
+        Student(ln_batch_statistics, _has(LAYER_NORM, "normalised over the batch")),
+        Student(ln_whole_sequence, _has(LAYER_NORM, "normalised over the last two dimensions")),
+        Student(ln_torch_var, _has(LAYER_NORM, "used the unbiased variance")),
+        Student(ln_annotated_transformer, _has(LAYER_NORM, "wrote the Annotated Transformer's")),
+        Student(ln_eps_on_sigma, _has(LAYER_NORM, "added ε to the standard deviation")),
+        Student(ln_no_eps, _has(LAYER_NORM, "left out ε")),
+        Student(ln_divides_by_variance, _has(LAYER_NORM, "divided by the variance")),
+        Student(ln_no_gain_bias, _has(LAYER_NORM, "left out the gain and the bias")),
+        Student(ln_gain_bias_swapped, _has(LAYER_NORM, "swapped the gain and the bias")),
+        Student(ln_shortcut_variance, _has(LAYER_NORM, "computed the variance as E[x²] − E[x]²")),
+        Student(ln_in_place, None),
+        Student(ln_float32, None),
+    ],
+    "feed_forward": [
+        Student(ffn_gelu, _has(FEED_FORWARD, "used GELU")),
+        Student(ffn_no_activation, _has(FEED_FORWARD, "left out the ReLU")),
+        Student(ffn_relu_on_output, _has(FEED_FORWARD, "applied the ReLU to the output")),
+        Student(ffn_relu_on_input, _has(FEED_FORWARD, "applied the ReLU to the input")),
+        Student(ffn_bias_after_relu, _has(FEED_FORWARD, "added b_1 after the ReLU")),
+        Student(ffn_no_biases, _has(FEED_FORWARD, "left out the biases")),
+        Student(ffn_matmul_untransposed, _has(FEED_FORWARD, "multiplied by W instead of Wᵀ")),
+        Student(ffn_leaky, None),
+        Student(ffn_weights_swapped, None),
+        Student(ffn_float32, None),
+    ],
+    "encoder_block": [
+        Student(enc_always_post, _has(ENCODER_BLOCK, "wrote the post-LN block for norm_first=True")),
+        Student(enc_always_pre, _has(ENCODER_BLOCK, "wrote the pre-LN block for norm_first=False")),
+        Student(enc_norm_first_backwards, _has(ENCODER_BLOCK, "read norm_first backwards")),
+        Student(enc_normalised_residual, _has(ENCODER_BLOCK, "added the normalised input as the residual")),
+        Student(enc_norm_inside, _has(ENCODER_BLOCK, "normalised the sub-layer's output")),
+        Student(enc_no_residual, _has(ENCODER_BLOCK, "left out the residual connections")),
+        Student(enc_mask_inverted, _has(ENCODER_BLOCK, "inverted the padding mask")),
+        Student(enc_mask_forgotten, _has(ENCODER_BLOCK, "let the positions attend to padding")),
+        Student(enc_gelu, _has(ENCODER_BLOCK, "used GELU")),
+        Student(enc_one_norm, _has(ENCODER_BLOCK, "used norm1 for both sub-layers")),
+        Student(enc_norms_swapped, _has(ENCODER_BLOCK, "swapped the norms")),
+        Student(enc_own_attention_sqrt_d, _has(ENCODER_BLOCK, "scaled the attention scores by 1/sqrt(d)")),
+        Student(enc_ffn_reads_attention, None),
+        Student(enc_float32, None),
+    ],
+    "decoder_block": [
+        Student(dec_always_post, _has(DECODER_BLOCK, "wrote the post-LN block for norm_first=True")),
+        Student(dec_norm_first_backwards, _has(DECODER_BLOCK, "read norm_first backwards")),
+        Student(dec_normalised_residual, _has(DECODER_BLOCK, "added the normalised input as the residual")),
+        Student(dec_keys_from_decoder, _has(DECODER_BLOCK, "took the cross-attention's keys and values")),
+        Student(dec_queries_from_memory, _has(DECODER_BLOCK, "took the cross-attention's queries")),
+        Student(dec_no_causal_mask, _has(DECODER_BLOCK, "left out the causal mask")),
+        Student(dec_causal_cross, _has(DECODER_BLOCK, "made the cross-attention causal")),
+        Student(dec_memory_mask_forgotten, _has(DECODER_BLOCK, "let the cross-attention read the source's")),
+        Student(dec_memory_mask_inverted, _has(DECODER_BLOCK, "inverted the memory's padding mask")),
+        Student(dec_copy_pasted_weights, _has(DECODER_BLOCK, "used self_attn's weights")),
+        Student(dec_memory_normalised, _has(DECODER_BLOCK, "normalised the memory with norm2")),
+        Student(dec_norms_2_3_swapped, _has(DECODER_BLOCK, "swapped norm2 and norm3")),
+        Student(dec_cross_first, None),
+    ],
+}
+
+RIGHT = {
+    "layer_norm": [ln_right_var_mean, ln_right_sums, ln_right_flat],
+    "feed_forward": [ffn_right_einsum, ffn_right_rows, ffn_right_where],
+    "encoder_block": [enc_right_loop, enc_right_zero_padding, enc_right_keywords],
+    "decoder_block": [dec_right_loop, dec_right_einsum, dec_right_plain],
+}
