@@ -156,6 +156,18 @@ HEADLINES = {
         ("agreement behind a phrase, all heads", "agree_all"),
         ("agreement behind a phrase, subject head switched off", "agree_best_off"),
     ],
+    "ch08_transformer": [
+        ("Transformer: test exact match, longest sources", "em_tf_long"),
+        ("Transformer: test exact match", "em_tf"),
+        ("Transformer: test BLEU", "bleu_tf"),
+        ("RNN + attention: test exact match, longest sources", "em_rnn_long"),
+        ("Transformer: training seconds to the validation target", "reach_tf"),
+        ("RNN + attention: training seconds to the validation target", "reach_rnn"),
+        ("training time to the target, Transformer ÷ RNN", "reach_ratio"),
+        ("deep post-LN, no warm-up: validation loss", "ln_post_cold"),
+        ("deep post-LN, warm-up: validation loss", "ln_post_warm"),
+        ("deep pre-LN, no warm-up: validation loss", "ln_pre_cold"),
+    ],
     "ch07_positions": [
         ("best position scheme, positions ≤ L: perplexity ÷ floor", "best_ppl_ratio"),
         ("true model (floor): test perplexity", "floor_ppl"),
@@ -229,7 +241,32 @@ def builtins(size: tuple[int, int], repeats: int) -> dict:
     causal = causal_mask(32)
     ours_mha, torch_mha = MultiHeadAttention(64, 4), torch.nn.MultiheadAttention(64, 4, batch_first=True)
     ours_mha.load_torch(torch_mha)
+    # chapter 8's blocks, as they train: forward and backward on a (64, 32, 64) batch with padding
+    from lmbook.transformer import DecoderBlock, EncoderBlock
+
+    d, n_head, d_ff = 64, 2, 256
+    enc_t = torch.nn.TransformerEncoderLayer(d, n_head, d_ff, dropout=0.0, batch_first=True)
+    dec_t = torch.nn.TransformerDecoderLayer(d, n_head, d_ff, dropout=0.0, batch_first=True)
+    enc, dec = EncoderBlock(d, n_head, d_ff).load_torch(enc_t), DecoderBlock(d, n_head, d_ff).load_torch(dec_t)
+    src, tgt = torch.randn(64, 32, d, generator=g), torch.randn(64, 32, d, generator=g)
+    src_mask = torch.arange(32)[None, :] < torch.randint(8, 33, (64,), generator=g)[:, None]
+    tgt_causal = torch.nn.Transformer.generate_square_subsequent_mask(32)
+
+    def train_step(forward):  # forward and backward; returns the output, so the two can be compared
+        def step():
+            out = forward()
+            out.sum().backward()
+            return out.detach()
+        return step
+
     pairs = {
+        "encoder_block_train": (train_step(lambda: enc(src, src_mask)[0] * src_mask[..., None]),
+                                train_step(lambda: enc_t(src, src_key_padding_mask=~src_mask) * src_mask[..., None]),
+                                "torch.nn.TransformerEncoderLayer (forward + backward)", list(src.shape)),
+        "decoder_block_train": (train_step(lambda: dec(tgt, src, src_mask)[0]),
+                                train_step(lambda: dec_t(tgt, src, tgt_mask=tgt_causal, tgt_is_causal=True,
+                                                         memory_key_padding_mask=~src_mask)),
+                                "torch.nn.TransformerDecoderLayer (forward + backward)", list(tgt.shape)),
         "log_softmax": (lambda: LF.log_softmax(x, -1), lambda: torch.log_softmax(x, -1),
                         "torch.log_softmax", [B, V]),
         "cross_entropy": (lambda: LF.cross_entropy(x, t), lambda: F.cross_entropy(x, t),

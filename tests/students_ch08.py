@@ -73,28 +73,6 @@ def ln_eps_on_sigma(x, weight, bias, eps=1e-5):
     return weight * ((x - mu) / (sigma + eps)) + bias
 
 
-def ln_no_eps(x, weight, bias, eps=1e-5):
-    mu = x.mean(-1, keepdim=True)
-    return weight * (x - mu) / x.std(-1, unbiased=False, keepdim=True) + bias
-
-
-def ln_divides_by_variance(x, weight, bias, eps=1e-5):
-    mu = x.mean(-1, keepdim=True)
-    var = x.var(-1, correction=0, keepdim=True)
-    return weight * (x - mu) / (var + eps) + bias
-
-
-def ln_no_gain_bias(x, weight, bias, eps=1e-5):
-    mu = x.mean(-1, keepdim=True)
-    return (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps)
-
-
-def ln_gain_bias_swapped(x, weight, bias, eps=1e-5):
-    mu = x.mean(-1, keepdim=True)
-    x_hat = (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps)
-    return x_hat * bias + weight
-
-
 def ln_shortcut_variance(x, weight, bias, eps=1e-5):  # E[x²] − E[x]²: one pass, cancels in float32
     mean = x.mean(-1, keepdim=True)
     mean_sq = (x ** 2).mean(-1, keepdim=True)
@@ -147,26 +125,14 @@ def ffn_relu_on_output(x, w1, b1, w2, b2):
     return F.relu(F.linear(h, w2, b2))
 
 
-def ffn_relu_on_input(x, w1, b1, w2, b2):
-    return F.linear(F.linear(x.clamp(min=0), w1, b1), w2, b2)
-
-
 def ffn_bias_after_relu(x, w1, b1, w2, b2):
     h = torch.clamp(x @ w1.t(), min=0) + b1
     return h @ w2.t() + b2
 
 
-def ffn_no_biases(x, w1, b1, w2, b2):
-    return F.linear(F.relu(F.linear(x, w1)), w2)
-
-
 def ffn_matmul_untransposed(x, w1, b1, w2, b2):  # x @ W as in the maths of some books: W is stored (out, in)
     h = torch.relu(torch.matmul(x, w1) + b1)
     return torch.matmul(h, w2) + b2
-
-
-def ffn_leaky(x, w1, b1, w2, b2):
-    return F.linear(F.leaky_relu(F.linear(x, w1, b1), 0.1), w2, b2)
 
 
 def ffn_weights_swapped(x, w1, b1, w2, b2):  # linear2 first: shapes fail unless square
@@ -216,11 +182,6 @@ def enc_always_post(x, key_padding_mask, params, n_head, norm_first):  # norm_fi
     return _ln(x + _ff(x, params), params, 2)
 
 
-def enc_always_pre(x, key_padding_mask, params, n_head, norm_first):
-    x = x + _sa(_ln(x, params, 1), params, n_head, key_padding_mask)
-    return x + _ff(_ln(x, params, 2), params)
-
-
 def enc_norm_first_backwards(x, key_padding_mask, params, n_head, norm_first):
     if not norm_first:  # "norm first" read as "the norm is applied first to the sum"... the other way round
         x = x + _sa(_ln(x, params, 1), params, n_head, key_padding_mask)
@@ -237,14 +198,6 @@ def enc_normalised_residual(x, key_padding_mask, params, n_head, norm_first):
         return x + _ff(x, params)
     x = _ln(x + _sa(x, params, n_head, key_padding_mask), params, 1)
     return _ln(x + _ff(x, params), params, 2)
-
-
-def enc_norm_inside(x, key_padding_mask, params, n_head, norm_first):
-    if norm_first:
-        x = x + _sa(_ln(x, params, 1), params, n_head, key_padding_mask)
-        return x + _ff(_ln(x, params, 2), params)
-    x = x + _ln(_sa(x, params, n_head, key_padding_mask), params, 1)  # LN on the sub-layer only
-    return x + _ln(_ff(x, params), params, 2)
 
 
 def enc_no_residual(x, key_padding_mask, params, n_head, norm_first):
@@ -272,25 +225,6 @@ def enc_mask_forgotten(x, key_padding_mask, params, n_head, norm_first):
     return _ln(x + _ff(x, params), params, 2)
 
 
-def enc_gelu(x, key_padding_mask, params, n_head, norm_first):
-    def ffn(h):
-        return F.gelu(h @ params["linear1.weight"].T + params["linear1.bias"]) @ params["linear2.weight"].T \
-            + params["linear2.bias"]
-    if norm_first:
-        x = x + _sa(_ln(x, params, 1), params, n_head, key_padding_mask)
-        return x + ffn(_ln(x, params, 2))
-    x = _ln(x + _sa(x, params, n_head, key_padding_mask), params, 1)
-    return _ln(x + ffn(x), params, 2)
-
-
-def enc_one_norm(x, key_padding_mask, params, n_head, norm_first):  # norm1 copied into both places
-    if norm_first:
-        x = x + _sa(_ln(x, params, 1), params, n_head, key_padding_mask)
-        return x + _ff(_ln(x, params, 1), params)
-    x = _ln(x + _sa(x, params, n_head, key_padding_mask), params, 1)
-    return _ln(x + _ff(x, params), params, 1)
-
-
 def enc_norms_swapped(x, key_padding_mask, params, n_head, norm_first):
     first, second = 2, 1  # "norm2 is the one before attention in pre-LN"
     if norm_first:
@@ -300,33 +234,12 @@ def enc_norms_swapped(x, key_padding_mask, params, n_head, norm_first):
     return _ln(x + _ff(x, params), params, second)
 
 
-def enc_own_attention_sqrt_d(x, key_padding_mask, params, n_head, norm_first):  # its own attention, scaled by d
-    def self_attn(h):
-        B, S, d = h.shape
-        q, k, v = (h @ params["self_attn.in_proj_weight"].T + params["self_attn.in_proj_bias"]).split(d, dim=-1)
-        q, k, v = (t.view(B, S, n_head, -1).permute(0, 2, 1, 3) for t in (q, k, v))
-        s = torch.einsum("bhqe,bhke->bhqk", q, k) / math.sqrt(d)
-        a = s.masked_fill(key_padding_mask[:, None, None, :], INF).softmax(-1)
-        y = torch.einsum("bhqk,bhke->bqhe", a, v).reshape(B, S, d)
-        return y @ params["self_attn.out_proj.weight"].T + params["self_attn.out_proj.bias"]
-    if norm_first:
-        x = x + self_attn(_ln(x, params, 1))
-        return x + _ff(_ln(x, params, 2), params)
-    x = _ln(x + self_attn(x), params, 1)
-    return _ln(x + _ff(x, params), params, 2)
-
-
 def enc_ffn_reads_attention(x, key_padding_mask, params, n_head, norm_first):  # FFN on the attention's output
     if norm_first:
         a = _sa(_ln(x, params, 1), params, n_head, key_padding_mask)
         return x + a + _ff(_ln(a, params, 2), params)
     a = _ln(x + _sa(x, params, n_head, key_padding_mask), params, 1)
     return _ln(a + _ff(a, params), params, 2)
-
-
-def enc_float32(x, key_padding_mask, params, n_head, norm_first):
-    params = {k: v.float() for k, v in params.items()}
-    return enc_right_loop(x.float(), key_padding_mask, params, n_head, norm_first)
 
 
 def enc_right_loop(x, key_padding_mask, params, n_head, norm_first):  # the two sub-layers as data
@@ -402,10 +315,6 @@ def _decoder(y, memory, pad, p, n_head, pre, *, self_causal=True, cross=None, no
     return _ln(x + _ff(x, p), p, n3)
 
 
-def dec_always_post(y, memory, memory_key_padding_mask, params, n_head, norm_first):
-    return _decoder(y, memory, memory_key_padding_mask, params, n_head, False)
-
-
 def dec_norm_first_backwards(y, memory, memory_key_padding_mask, params, n_head, norm_first):
     return _decoder(y, memory, memory_key_padding_mask, params, n_head, pre=not norm_first)
 
@@ -440,37 +349,14 @@ def dec_no_causal_mask(y, memory, memory_key_padding_mask, params, n_head, norm_
     return _decoder(y, memory, memory_key_padding_mask, params, n_head, norm_first, self_causal=False)
 
 
-def dec_causal_cross(y, memory, memory_key_padding_mask, params, n_head, norm_first):
-    def cross(h, memory, pad):
-        return _sa(h, params, n_head, pad, name="multihead_attn", causal=True, context=memory)
-    return _decoder(y, memory, memory_key_padding_mask, params, n_head, norm_first, cross=cross)
-
-
 def dec_memory_mask_forgotten(y, memory, memory_key_padding_mask, params, n_head, norm_first):
     return _decoder(y, memory, None, params, n_head, norm_first)
-
-
-def dec_memory_mask_inverted(y, memory, memory_key_padding_mask, params, n_head, norm_first):
-    return _decoder(y, memory, memory_key_padding_mask.logical_not(), params, n_head, norm_first)
 
 
 def dec_copy_pasted_weights(y, memory, memory_key_padding_mask, params, n_head, norm_first):
     def cross(h, memory, pad):  # the self-attention's line copied, the name not changed
         return _sa(h, params, n_head, pad, name="self_attn", context=memory)
     return _decoder(y, memory, memory_key_padding_mask, params, n_head, norm_first, cross=cross)
-
-
-def dec_memory_normalised(y, memory, memory_key_padding_mask, params, n_head, norm_first):
-    if not norm_first:
-        return _decoder(y, memory, memory_key_padding_mask, params, n_head, False)
-    p = params
-    x = y + _sa(_ln(y, p, 1), p, n_head, None, causal=True)
-    x = x + _sa(_ln(x, p, 2), p, n_head, memory_key_padding_mask, name="multihead_attn", context=_ln(memory, p, 2))
-    return x + _ff(_ln(x, p, 3), p)
-
-
-def dec_norms_2_3_swapped(y, memory, memory_key_padding_mask, params, n_head, norm_first):
-    return _decoder(y, memory, memory_key_padding_mask, params, n_head, norm_first, norms=(1, 3, 2))
 
 
 def dec_cross_first(y, memory, memory_key_padding_mask, params, n_head, norm_first):  # sub-layers in another order
@@ -544,10 +430,6 @@ WRONG = {
         Student(ln_torch_var, _has(LAYER_NORM, "used the unbiased variance")),
         Student(ln_annotated_transformer, _has(LAYER_NORM, "wrote the Annotated Transformer's")),
         Student(ln_eps_on_sigma, _has(LAYER_NORM, "added ε to the standard deviation")),
-        Student(ln_no_eps, _has(LAYER_NORM, "left out ε")),
-        Student(ln_divides_by_variance, _has(LAYER_NORM, "divided by the variance")),
-        Student(ln_no_gain_bias, _has(LAYER_NORM, "left out the gain and the bias")),
-        Student(ln_gain_bias_swapped, _has(LAYER_NORM, "swapped the gain and the bias")),
         Student(ln_shortcut_variance, _has(LAYER_NORM, "computed the variance as E[x²] − E[x]²")),
         Student(ln_in_place, None),
         Student(ln_float32, None),
@@ -556,43 +438,29 @@ WRONG = {
         Student(ffn_gelu, _has(FEED_FORWARD, "used GELU")),
         Student(ffn_no_activation, _has(FEED_FORWARD, "left out the ReLU")),
         Student(ffn_relu_on_output, _has(FEED_FORWARD, "applied the ReLU to the output")),
-        Student(ffn_relu_on_input, _has(FEED_FORWARD, "applied the ReLU to the input")),
         Student(ffn_bias_after_relu, _has(FEED_FORWARD, "added b_1 after the ReLU")),
-        Student(ffn_no_biases, _has(FEED_FORWARD, "left out the biases")),
         Student(ffn_matmul_untransposed, _has(FEED_FORWARD, "multiplied by W instead of Wᵀ")),
-        Student(ffn_leaky, None),
         Student(ffn_weights_swapped, None),
         Student(ffn_float32, None),
     ],
     "encoder_block": [
         Student(enc_always_post, _has(ENCODER_BLOCK, "wrote the post-LN block for norm_first=True")),
-        Student(enc_always_pre, _has(ENCODER_BLOCK, "wrote the pre-LN block for norm_first=False")),
         Student(enc_norm_first_backwards, _has(ENCODER_BLOCK, "read norm_first backwards")),
         Student(enc_normalised_residual, _has(ENCODER_BLOCK, "added the normalised input as the residual")),
-        Student(enc_norm_inside, _has(ENCODER_BLOCK, "normalised the sub-layer's output")),
         Student(enc_no_residual, _has(ENCODER_BLOCK, "left out the residual connections")),
         Student(enc_mask_inverted, _has(ENCODER_BLOCK, "inverted the padding mask")),
         Student(enc_mask_forgotten, _has(ENCODER_BLOCK, "let the positions attend to padding")),
-        Student(enc_gelu, _has(ENCODER_BLOCK, "used GELU")),
-        Student(enc_one_norm, _has(ENCODER_BLOCK, "used norm1 for both sub-layers")),
         Student(enc_norms_swapped, _has(ENCODER_BLOCK, "swapped the norms")),
-        Student(enc_own_attention_sqrt_d, _has(ENCODER_BLOCK, "scaled the attention scores by 1/sqrt(d)")),
         Student(enc_ffn_reads_attention, None),
-        Student(enc_float32, None),
     ],
     "decoder_block": [
-        Student(dec_always_post, _has(DECODER_BLOCK, "wrote the post-LN block for norm_first=True")),
         Student(dec_norm_first_backwards, _has(DECODER_BLOCK, "read norm_first backwards")),
         Student(dec_normalised_residual, _has(DECODER_BLOCK, "added the normalised input as the residual")),
         Student(dec_keys_from_decoder, _has(DECODER_BLOCK, "took the cross-attention's keys and values")),
         Student(dec_queries_from_memory, _has(DECODER_BLOCK, "took the cross-attention's queries")),
         Student(dec_no_causal_mask, _has(DECODER_BLOCK, "left out the causal mask")),
-        Student(dec_causal_cross, _has(DECODER_BLOCK, "made the cross-attention causal")),
         Student(dec_memory_mask_forgotten, _has(DECODER_BLOCK, "let the cross-attention read the source's")),
-        Student(dec_memory_mask_inverted, _has(DECODER_BLOCK, "inverted the memory's padding mask")),
         Student(dec_copy_pasted_weights, _has(DECODER_BLOCK, "used self_attn's weights")),
-        Student(dec_memory_normalised, _has(DECODER_BLOCK, "normalised the memory with norm2")),
-        Student(dec_norms_2_3_swapped, _has(DECODER_BLOCK, "swapped norm2 and norm3")),
         Student(dec_cross_first, None),
     ],
 }

@@ -16,7 +16,7 @@ from lmbook.multihead import merge_heads, split_heads
 from lmbook.positions import sinusoidal
 from lmbook.self_attention import causal_mask, key_padding_to_mask, scaled_dot_product_attention
 from lmbook.seq2seq import BOS, EOS, PAD, translate
-from lmbook.seq2seq_train import fit
+from lmbook.seq2seq_train import fit, teacher_forced_exact_match
 from lmbook.transformer import DecoderBlock, EncoderBlock, FeedForward, LayerNorm, Transformer
 from lmbook.translation import sample_pairs, vocabularies
 
@@ -290,11 +290,9 @@ def test_loading_nn_transformer_needs_the_final_norms():
         Transformer(SRC_V, TGT_V, D, H, 2, D_FF, norm_first=False).load_torch(ref)
 
 
-@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
-def test_fit_lowers_the_loss_on_a_tiny_copy_task(norm_first):
-    """Chapter 4's training loop, unchanged: targets are the sources themselves."""
-    g = torch.Generator().manual_seed(0)
-    n, V = 128, 10
+def _copy_task(n: int = 128, V: int = 10, seed: int = 0):
+    """Sources of 1 to 4 random tokens and <eos>; the targets are the same tokens between <bos> and <eos>."""
+    g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(2, 6, (n,), generator=g)  # real tokens, then <eos>
     x = torch.full((n, 6), PAD)
     y = torch.full((n, 7), PAD)
@@ -302,11 +300,61 @@ def test_fit_lowers_the_loss_on_a_tiny_copy_task(norm_first):
         tokens = torch.randint(3, V, (m - 1,), generator=g)
         x[i, : m - 1], x[i, m - 1] = tokens, EOS
         y[i, 0], y[i, 1:m], y[i, m] = BOS, tokens, EOS
+    return x, lengths, y
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
+def test_fit_lowers_the_loss_on_a_tiny_copy_task(norm_first):
+    """Chapter 4's training loop, unchanged: targets are the sources themselves."""
     torch.manual_seed(0)
-    model = Transformer(V, V, d_model=32, n_head=2, n_layer=1, d_ff=64, dropout=0.0, norm_first=norm_first)
-    log = fit(model, (x, lengths, y), steps=40, batch_size=32, lr=3e-3)
+    model = Transformer(10, 10, d_model=32, n_head=2, n_layer=1, d_ff=64, dropout=0.0, norm_first=norm_first)
+    log = fit(model, _copy_task(), steps=40, batch_size=32, lr=3e-3)
     first, last = log.loss[0], sum(log.loss[-5:]) / 5
     assert last < 0.5 * first, f"loss went from {first:.3f} to {last:.3f} (mean of the last 5 steps)"
+
+
+def test_warmup_makes_the_first_update_that_fraction_of_the_learning_rate():
+    """Adam's first step moves each weight by about lr; with a warm-up of W steps, by lr / W."""
+    moved = {}
+    for warmup in (0, 10):
+        torch.manual_seed(0)
+        model = Transformer(10, 10, d_model=16, n_head=2, n_layer=1, d_ff=32, dropout=0.0)
+        before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+        fit(model, _copy_task(), steps=1, batch_size=32, lr=1e-3, warmup=warmup)
+        moved[warmup] = (torch.cat([p.detach().flatten() for p in model.parameters()]) - before).norm().item()
+    assert moved[10] / moved[0] == pytest.approx(0.1, rel=0.01), f"update sizes {moved}"
+
+
+def test_fit_records_the_training_seconds_at_each_check():
+    torch.manual_seed(0)
+    model = Transformer(10, 10, d_model=16, n_head=2, n_layer=1, d_ff=32, dropout=0.0)
+    data = _copy_task()
+    log = fit(model, data, data, steps=6, batch_size=32, eval_every=2)
+    assert log.val_steps == [2, 4, 6] and len(log.val_seconds) == 3
+    assert 0 < log.val_seconds[0] <= log.val_seconds[1] <= log.val_seconds[2] <= log.seconds, log.val_seconds
+
+
+def test_teacher_forced_exact_match_is_greedy_decodings_exact_match():
+    """A half-trained copier gets some sentences right: the one-pass count must pick out exactly those."""
+    torch.manual_seed(0)
+    model = Transformer(10, 10, d_model=32, n_head=2, n_layer=1, d_ff=64, dropout=0.0)
+    x, lengths, y = _copy_task(n=256)
+    fit(model, (x, lengths, y), steps=60, batch_size=32, lr=3e-3)
+    hyps = model.greedy(x, lengths, max_len=8)
+    greedy = sum(h == row[1:][row[1:] != PAD].tolist() for h, row in zip(hyps, y, strict=True)) / len(y)
+    assert 0.05 < greedy < 0.95, f"greedy exact match {greedy:.2f}: train for a number of steps that leaves some wrong"
+    assert teacher_forced_exact_match(model, (x, lengths, y), batch_size=100) == greedy
+
+
+def test_translate_returns_each_sentence_where_it_was_whatever_its_length():
+    """translate() batches sentences of similar lengths together; the answers must come back in input order."""
+    src_vocab, tgt_vocab = vocabularies()
+    torch.manual_seed(0)
+    model = Transformer(len(src_vocab), len(tgt_vocab), d_model=D, n_head=H, n_layer=1, d_ff=D_FF).eval()
+    sources = [s for s, _ in sample_pairs(7, seed=1)]
+    assert len({len(s) for s in sources}) > 3, "the test needs sources of different lengths"
+    one_by_one = [translate(model, [s], src_vocab, tgt_vocab, max_len=6)[0] for s in sources]
+    assert translate(model, sources, src_vocab, tgt_vocab, max_len=6, batch_size=2) == one_by_one
 
 
 # ----------------------------------------------------------------------------- decoding

@@ -295,11 +295,15 @@ def translate(model: Seq2Seq, sources: Sequence[list[str]], src_vocab, tgt_vocab
     from .translation import to_batch
 
     outputs: list[list[int]] = []
-    if beam_size == 1:
-        for i in range(0, len(sources), batch_size):
-            x, x_len = to_batch(list(sources[i:i + batch_size]), src_vocab)
+    if beam_size == 1:  # batches of similar lengths, so a batch of short sentences stops early
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        by_order: dict[int, list[int]] = {}
+        for i in range(0, len(order), batch_size):
+            chunk = order[i:i + batch_size]
+            x, x_len = to_batch([sources[j] for j in chunk], src_vocab)
             limit = max_len or 2 * int(x_len.max()) + 10
-            outputs += model.greedy(x.to(model.device), x_len, max_len=limit)
+            by_order.update(zip(chunk, model.greedy(x.to(model.device), x_len, max_len=limit), strict=True))
+        outputs = [by_order[i] for i in range(len(sources))]
     else:
         for src in sources:
             ids = src_vocab.encode(src) + [EOS]

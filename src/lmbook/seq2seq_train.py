@@ -54,6 +54,7 @@ class TrainLog:
     val_steps: list[int] = field(default_factory=list)
     val_loss: list[float] = field(default_factory=list)
     val_metric: list[float] = field(default_factory=list)
+    val_seconds: list[float] = field(default_factory=list)  # training seconds spent when each was recorded
     seconds: float = 0.0
 
 
@@ -72,19 +73,46 @@ def evaluate_loss(model: Seq2Seq, data, batch_size: int = 500) -> float:
     return total / count
 
 
+@torch.no_grad()
+def teacher_forced_exact_match(model: Seq2Seq, data, batch_size: int = 500) -> float:
+    """Share of sentences whose every next token, read with teacher forcing, is the model's argmax.
+
+    This is greedy decoding's exact match, at the cost of one forward pass: if every argmax along the reference
+    is right, greedy decoding writes the reference (by induction over its steps), and if greedy decoding writes
+    the reference, every argmax along it was right.
+    """
+    model.eval()
+    x, x_len, y = data
+    right = 0
+    for i in range(0, len(x), batch_size):
+        xb, lb, yb = (t.to(model.device) for t in _trim(x[i:i + batch_size], x_len[i:i + batch_size],
+                                                        y[i:i + batch_size]))
+        target = yb[:, 1:]
+        hit = (model(xb, lb, yb[:, :-1]).argmax(-1) == target) | (target == PAD)
+        right += int(hit.all(dim=1).sum())
+    return right / len(x)
+
+
 def fit(model: Seq2Seq, train, val=None, *, steps: int, batch_size: int = 64, lr: float = 3e-3,
         clip: float = 1.0, seed: int = 0, eval_every: int | None = None,
-        metric: Callable[[Seq2Seq], float] | None = None, decay: bool = False) -> TrainLog:
+        metric: Callable[[Seq2Seq], float] | None = None, decay: bool = False, warmup: int = 0,
+        betas: tuple[float, float] = (0.9, 0.999)) -> TrainLog:
     """Train with Adam on length-bucketed batches of (x, x_len, y), clipping the gradient norm at ``clip``.
 
     Every ``eval_every`` steps (and at the end) the validation loss on ``val`` is recorded, and
     ``metric(model)`` too if given (the time these take is not counted in ``seconds``). With ``decay``
     the learning rate falls along a cosine from ``lr`` to lr / 10 over the ``steps``; by default it is constant.
+    With ``warmup`` it first rises linearly from lr / warmup to ``lr`` over that many steps.
     """
     device = model.device
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda k: 0.1 + 0.45 * (1 + math.cos(math.pi * k / steps)) if decay else 1.0)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=betas)
+
+    def schedule(k: int) -> float:  # k = steps taken so far
+        ramp = min(1.0, (k + 1) / warmup) if warmup else 1.0
+        cosine = 0.1 + 0.45 * (1 + math.cos(math.pi * k / steps)) if decay else 1.0
+        return ramp * cosine
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
     x, x_len, y = train
     batches = length_bucketed_batches(x_len, batch_size, torch.Generator().manual_seed(seed))
     log, start = TrainLog(), time.perf_counter()
@@ -102,6 +130,7 @@ def fit(model: Seq2Seq, train, val=None, *, steps: int, batch_size: int = 64, lr
         if val is not None and eval_every and (step % eval_every == 0 or step == steps):
             paused = time.perf_counter()
             log.val_steps.append(step)
+            log.val_seconds.append(paused - start)
             log.val_loss.append(evaluate_loss(model, val))
             if metric is not None:
                 log.val_metric.append(metric(model))
