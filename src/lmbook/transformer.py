@@ -57,6 +57,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -66,34 +67,39 @@ from .multihead import MultiHeadAttention
 from .positions import sinusoidal
 from .seq2seq import BOS, EOS, PAD, Translator
 
-ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"relu": F.relu, "gelu": F.gelu}
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": F.relu,
+    "gelu": F.gelu,  # x Φ(x), Φ the normal CDF, computed exactly (with erf)
+    "gelu_tanh": partial(F.gelu, approximate="tanh"),  # GPT-2's approximation of Φ (chapter 9): its weights expect it
+}
 
 
 class LayerNorm(nn.Module):
     """LN(x) = g ⊙ (x − μ) / sqrt(σ² + ε) + b over the last dimension, σ² the biased variance: ``nn.LayerNorm``."""
 
-    def __init__(self, d: int, eps: float = 1e-5):
+    def __init__(self, d: int, eps: float = 1e-5, bias: bool = True):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(d))  # the gain g: starts as the identity map
-        self.bias = nn.Parameter(torch.zeros(d))
+        self.bias = nn.Parameter(torch.zeros(d)) if bias else None  # bias=False: no b (nanoGPT's option)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         mu = x.mean(-1, keepdim=True)
         var = ((x - mu) ** 2).mean(-1, keepdim=True)  # divide by d, not d − 1
-        return self.weight * (x - mu) / torch.sqrt(var + self.eps) + self.bias
+        y = self.weight * (x - mu) / torch.sqrt(var + self.eps)
+        return y if self.bias is None else y + self.bias
 
 
 class FeedForward(nn.Module):
     """FFN(x) = act(x W_1 + b_1) W_2 + b_2 at each position on its own (d_model → d_ff → d_model)."""
 
-    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.0):
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.0, bias: bool = True):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
         self.activation = activation
-        self.W_1 = nn.Linear(d_model, d_ff)
-        self.W_2 = nn.Linear(d_ff, d_model)
+        self.W_1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.W_2 = nn.Linear(d_ff, d_model, bias=bias)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
