@@ -168,6 +168,35 @@ HEADLINES = {
         ("deep post-LN, warm-up: validation loss", "ln_post_warm"),
         ("deep pre-LN, no warm-up: validation loss", "ln_pre_cold"),
     ],
+    "ch09_gpt": [
+        ("BPE training, 2,000 merges on 1 MB: seconds", "bpe_seconds"),
+        ("lmbook's BPE with GPT-2's files: bytes per token, Brown validation", "gpt2_bpt"),
+        ("KV cache: generation speed-up, 64 tokens", "kv_speedup_64"),
+        ("KV cache: generation speed-up, 256 tokens", "kv_speedup_256"),
+        ("KV cache: generation speed-up, 1,024 tokens", "kv_speedup_1024"),
+    ],
+    "ch09_pretraining": [
+        ("GPT on the course's corpus: test perplexity", "course_ppl"),
+        ("GPT on the course's corpus: perplexity above the floor", "course_over_floor"),
+        ("GPT on Brown: validation bits per byte", "brown_bpb"),
+        ("GPT on Brown: training seconds", "brown_seconds"),
+        ("gzip on Brown validation: bits per byte", "gzip_bpb"),
+        ("sampling at T = 1: samples ungrammatical", "samp_ungrammatical_T1"),
+        ("sampling, top-p 0.9: samples ungrammatical", "samp_ungrammatical_topp09"),
+    ],
+    "ch09_finetuning": [
+        ("64 labels: test accuracy, pretrained minus from scratch (medians over 5 seeds)", "gap_64"),
+        ("64 labels: test accuracy, pretrained (median over 5 seeds)", "pre_med_64"),
+        ("64 labels: test accuracy, from scratch (median over 5 seeds)", "scr_med_64"),
+        ("64 labels: best minus worst of 5 seeds, pretrained", "pre_spread_64"),
+        ("64 labels: best minus worst of 5 seeds, from scratch", "scr_spread_64"),
+        ("16 labels: test accuracy, pretrained (median)", "pre_med_16"),
+        ("16 labels: test accuracy, from scratch (median)", "scr_med_16"),
+        ("256 labels: test accuracy, pretrained (median)", "pre_med_256"),
+        ("256 labels: test accuracy, from scratch (median)", "scr_med_256"),
+        ("linear probe, 64 labels: test accuracy (median)", "probe_med"),
+        ("first-word shortcut: test accuracy", "first_word_acc"),
+    ],
     "ch07_positions": [
         ("best position scheme, positions ≤ L: perplexity ÷ floor", "best_ppl_ratio"),
         ("true model (floor): test perplexity", "floor_ppl"),
@@ -252,6 +281,18 @@ def builtins(size: tuple[int, int], repeats: int) -> dict:
     src_mask = torch.arange(32)[None, :] < torch.randint(8, 33, (64,), generator=g)[:, None]
     tgt_causal = torch.nn.Transformer.generate_square_subsequent_mask(32)
 
+    # chapter 9's GPT at the size its Brown model trains, against transformers' GPT-2 given the same weights
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from lmbook.gpt import GPT, GPTConfig, load_hf_gpt2
+
+    hf_gpt = GPT2LMHeadModel(GPT2Config(vocab_size=2048, n_positions=128, n_layer=2, n_head=4, n_embd=128,
+                                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
+                                        eos_token_id=0)).eval()  # transformers' default attention (SDPA)
+    our_gpt = load_hf_gpt2(GPT(GPTConfig(vocab_size=2048, block_size=128, n_layer=2, n_head=4, d_model=128)),
+                           hf_gpt).eval()
+    gpt_ids = torch.randint(0, 2048, (32, 128), generator=g)
+
     def train_step(forward):  # forward and backward; returns the output, so the two can be compared
         def step():
             out = forward()
@@ -267,6 +308,8 @@ def builtins(size: tuple[int, int], repeats: int) -> dict:
                                 train_step(lambda: dec_t(tgt, src, tgt_mask=tgt_causal, tgt_is_causal=True,
                                                          memory_key_padding_mask=~src_mask)),
                                 "torch.nn.TransformerDecoderLayer (forward + backward)", list(tgt.shape)),
+        "gpt_forward": (torch.no_grad()(lambda: our_gpt(gpt_ids)), torch.no_grad()(lambda: hf_gpt(gpt_ids).logits),
+                        "transformers GPT2LMHeadModel (forward)", list(gpt_ids.shape)),
         "log_softmax": (lambda: LF.log_softmax(x, -1), lambda: torch.log_softmax(x, -1),
                         "torch.log_softmax", [B, V]),
         "cross_entropy": (lambda: LF.cross_entropy(x, t), lambda: F.cross_entropy(x, t),

@@ -170,6 +170,54 @@ def encoder_block(x, key_padding_mask, params, n_head, norm_first):
     x = layer_norm(x + self_attention(x), p["norm1.weight"], p["norm1.bias"])
     return layer_norm(x + ffn(x), p["norm2.weight"], p["norm2.bias"])
 '''}, {"test_encoder_block", "hidden_encoder_block"}),
+    "ch09": ({
+        "train_bpe": '''
+def merge_pair(ids, pair, new):
+    out, i = [], 0
+    while i < len(ids):
+        if ids[i:i + 2] == list(pair):
+            out.append(new)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def train_bpe(text, n_merges):
+    pieces = [list(p.encode("utf-8")) for p in GPT2_PATTERN.findall(text)]
+    merges = []
+    for _ in range(n_merges):
+        counts = Counter(pair for ids in pieces for pair in zip(ids, ids[1:]))
+        if not counts:
+            break
+        pair, count = counts.most_common(1)[0]  # ties: the pair seen first, not the smallest
+        if count < 2:
+            break
+        pieces = [merge_pair(ids, pair, 256 + len(merges)) for ids in pieces]
+        merges.append(pair)
+    return merges
+''',
+        "decode": '''
+def decode(ids, merges):
+    vocab = {i: bytes([i]) for i in range(256)}
+    for r, (a, b) in enumerate(merges):
+        vocab[256 + r] = vocab[a] + vocab[b]
+    return "".join(vocab[i].decode("utf-8", errors="replace") for i in ids)  # each token on its own
+''',
+        "cached_attention": '''
+def cached_attention(x_new, cache, params, n_head):
+    B, n_new, d = x_new.shape
+    q, k, v = (split_heads(t, n_head) for t in
+               F.linear(x_new, params["in_proj_weight"], params["in_proj_bias"]).chunk(3, dim=-1))
+    if cache is not None:
+        k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d // n_head)
+    allowed = torch.ones(n_new, k.shape[2], dtype=torch.bool, device=x_new.device).tril()  # aligned at the start
+    A = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    return F.linear(merge_heads(A @ v), params["out_proj.weight"], params["out_proj.bias"]), {"k": k, "v": v}
+'''}, {"test_train_bpe", "hidden_train_bpe", "test_decode", "hidden_decode", "test_cached_attention",
+       "hidden_cached_attention"}),
 }
 
 
@@ -241,6 +289,8 @@ NAMED = {
     "ch06": ("inverted the padding mask",),
     "ch07": ("the half-split layout",),
     "ch08": ("read norm_first backwards",),
+    "ch09": ("broke ties by the pair seen first", "decoded each token on its own",
+             "aligned the causal mask at the start"),
 }
 
 

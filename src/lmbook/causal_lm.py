@@ -131,6 +131,12 @@ class TrainLog:
     seconds: float = 0.0
 
 
+def block_size_of(model: nn.Module) -> int:
+    """How many positions a model reads: its ``cfg`` (:class:`CausalLM`) or ``config`` (``lmbook.gpt.GPT``)."""
+    cfg = getattr(model, "cfg", None) or model.config
+    return cfg.block_size
+
+
 def random_blocks(ids: torch.Tensor, batch_size: int, block_size: int, g: torch.Generator):
     """A batch of random windows of the token stream: inputs (B, n) and their next words (B, n)."""
     start = torch.randint(0, len(ids) - block_size - 1, (batch_size,), generator=g)
@@ -146,7 +152,7 @@ def stream_log_probs(model: CausalLM, ids: torch.Tensor, context: int | None = N
     the first window sees at least ``context`` words of history (default: half a block)."""
     model.eval()
     device = next(model.parameters()).device
-    n = model.cfg.block_size
+    n = block_size_of(model)
     context = n // 2 if context is None else context
     out = []
     for start in range(0, len(ids) - 1, n - context):
@@ -199,7 +205,7 @@ def train_lm(model: CausalLM, train: torch.Tensor, val: torch.Tensor | None = No
     for step in range(1, steps + 1):
         model.train()
         if train.dim() == 1:
-            x, y = random_blocks(train, batch_size, model.cfg.block_size, g)
+            x, y = random_blocks(train, batch_size, block_size_of(model), g)
         else:
             rows = train[torch.randint(0, len(train), (batch_size,), generator=g)]
             x, y = rows[:, :-1], rows[:, 1:]

@@ -1,0 +1,794 @@
+"""Exercise 9 (GPT) as students write it: wrong answers with the mistake they have, and right ones written differently
+from the reference (see test_students.py). The notebook's given (locked) helpers, GPT2_PATTERN, split_heads and
+merge_heads, are copied here as the notebook has them."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from itertools import chain
+
+import regex
+import torch
+import torch.nn.functional as F
+from check_contract import Student
+
+from lmbook.tasks.ch09 import CACHED_ATTENTION, DECODE, ENCODE, FORMAT_PAIR, GPT_BLOCK, POOL_LAST, TRAIN_BPE
+
+GPT2_PATTERN = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+INF = float("-inf")
+
+
+def split_heads(x, n_head):
+    B, n, d = x.shape
+    return x.view(B, n, n_head, d // n_head).transpose(1, 2)
+
+
+def merge_heads(y):
+    B, h, n, d_head = y.shape
+    return y.transpose(1, 2).reshape(B, n, h * d_head)
+
+
+def _has(check, start: str) -> str:
+    """The misconception of ``check``'s Mutant that begins with ``start`` (word for word)."""
+    (text,) = [m.misconception for m in check.mutants if m.misconception.startswith(start)]
+    return text
+
+
+def merge_pair(ids, pair, new):
+    out, i = [], 0
+    while i < len(ids):
+        if i < len(ids) - 1 and ids[i] == pair[0] and ids[i + 1] == pair[1]:
+            out.append(new)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+# ----------------------------------------------------------------------------- train_bpe
+
+
+def _pair_counts(seqs):
+    counts = Counter()
+    for s in seqs:
+        for i in range(len(s) - 1):
+            counts[(s[i], s[i + 1])] += 1
+    return counts
+
+
+def _train(seqs, n_merges, pick, min_count=2, merge=merge_pair):
+    merges = []
+    for k in range(n_merges):
+        counts = _pair_counts(seqs)
+        if not counts:
+            break
+        pair, c = pick(counts)
+        if c < min_count:
+            break
+        merges.append(pair)
+        seqs = [merge(s, pair, 256 + k) for s in seqs]
+    return merges
+
+
+def _smallest_of_most(counts):
+    best = max(counts.values())
+    return min(p for p in counts if counts[p] == best), best
+
+
+def bpe_whole_text(text, n_merges):  # one long sequence of bytes
+    return _train([list(text.encode("utf-8"))], n_merges, _smallest_of_most)
+
+
+def bpe_most_common(text, n_merges):  # Counter.most_common keeps the first of the tied pairs
+    return _train([list(p.encode("utf-8")) for p in GPT2_PATTERN.findall(text)], n_merges,
+                  lambda counts: counts.most_common(1)[0])
+
+
+def bpe_sort_descending(text, n_merges):  # sorted by (count, pair) from the top: the largest pair wins a tie
+    return _train([list(p.encode("utf-8")) for p in GPT2_PATTERN.findall(text)], n_merges,
+                  lambda counts: max(counts.items(), key=lambda kv: (kv[1], kv[0])))
+
+
+def _merge_for_loop(ids, pair, new):  # forgets to skip the right half of a merged pair when it starts another
+    out = []
+    for i in range(len(ids)):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+            out.append(new)
+        elif i > 0 and (ids[i - 1], ids[i]) == pair:
+            pass
+        else:
+            out.append(ids[i])
+    return out
+
+
+def bpe_overlapping(text, n_merges):
+    return _train([list(p.encode("utf-8")) for p in GPT2_PATTERN.findall(text)], n_merges, _smallest_of_most,
+                  merge=_merge_for_loop)
+
+
+def bpe_counted_once(text, n_merges):  # the ranking of the first counts, read from the top
+    counts = _pair_counts([list(p.encode("utf-8")) for p in GPT2_PATTERN.findall(text)])
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [pair for pair, c in ranked if c >= 2][:n_merges]
+
+
+def bpe_until_no_pair(text, n_merges):  # stops only when nothing is left to merge
+    return _train([list(p.encode("utf-8")) for p in GPT2_PATTERN.findall(text)], n_merges, _smallest_of_most,
+                  min_count=1)
+
+
+def bpe_characters(text, n_merges):  # code points, not bytes
+    return _train([[ord(c) for c in p] for p in GPT2_PATTERN.findall(text)], n_merges, _smallest_of_most)
+
+
+def bpe_distinct_words_once(text, n_merges):  # each distinct pre-token counted once, whatever its frequency
+    return _train([list(p.encode("utf-8")) for p in set(GPT2_PATTERN.findall(text))], n_merges, _smallest_of_most)
+
+
+def bpe_split_on_spaces(text, n_merges):  # str.split instead of GPT-2's pattern
+    return _train([list(w.encode("utf-8")) for w in text.split()], n_merges, _smallest_of_most)
+
+
+def bpe_right_all_pieces(text, n_merges):  # every piece, repeats included, in one flat list; sort key (-count, pair)
+    seqs = [list(p.encode("utf-8")) for p in GPT2_PATTERN.findall(text)]
+    merges = []
+    while len(merges) < n_merges:
+        counts = _pair_counts(seqs)
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        if not ranked or ranked[0][1] < 2:
+            break
+        pair = ranked[0][0]
+        seqs = [merge_pair(s, pair, 256 + len(merges)) for s in seqs]
+        merges.append(pair)
+    return merges
+
+
+def bpe_right_bytes_tokens(text, n_merges):  # tokens as bytes objects, ids looked up at the end
+    freq = Counter(GPT2_PATTERN.findall(text))
+    words = {w: [bytes([b]) for b in w.encode("utf-8")] for w in freq}
+    id_of = {bytes([i]): i for i in range(256)}
+    merges = []
+    for _ in range(n_merges):
+        counts = Counter()
+        for w, toks in words.items():
+            for a, b in zip(toks, toks[1:], strict=False):
+                counts[(a, b)] += freq[w]
+        best = max(counts.values(), default=0)
+        if best < 2:
+            break
+        a, b = min((p for p in counts if counts[p] == best), key=lambda p: (id_of[p[0]], id_of[p[1]]))
+        id_of[a + b] = 256 + len(merges)
+        merges.append((id_of[a], id_of[b]))
+        for w, toks in words.items():
+            out, i = [], 0
+            while i < len(toks):
+                if toks[i:i + 2] == [a, b]:
+                    out.append(a + b)
+                    i += 2
+                else:
+                    out.append(toks[i])
+                    i += 1
+            words[w] = out
+    return merges
+
+
+def bpe_right_incremental(text, n_merges):  # counts updated only for the words that hold the merged pair
+    freq = Counter(GPT2_PATTERN.findall(text))
+    words = [list(w.encode("utf-8")) for w in freq]
+    weights = list(freq.values())
+    counts = Counter()
+    for w, f in zip(words, weights, strict=True):
+        for p in zip(w, w[1:], strict=False):
+            counts[p] += f
+    merges = []
+    while len(merges) < n_merges:
+        live = {p: c for p, c in counts.items() if c > 0}
+        if not live or max(live.values()) < 2:
+            break
+        best = max(live.values())
+        pair = min(p for p, c in live.items() if c == best)
+        new = 256 + len(merges)
+        for k, w in enumerate(words):
+            if not any(q == pair for q in zip(w, w[1:], strict=False)):
+                continue
+            for p in zip(w, w[1:], strict=False):
+                counts[p] -= weights[k]
+            words[k] = w = merge_pair(w, pair, new)
+            for p in zip(w, w[1:], strict=False):
+                counts[p] += weights[k]
+        merges.append(pair)
+    return merges
+
+
+# ----------------------------------------------------------------------------- encode
+
+
+def _encode_pieces(pieces, merges, choose, to_ids=lambda p: list(p.encode("utf-8")), loop=True):
+    rank = {tuple(m): r for r, m in enumerate(merges)}
+    ids = []
+    for piece in pieces:
+        toks = to_ids(piece)
+        while len(toks) > 1:
+            cands = [p for p in zip(toks, toks[1:], strict=False) if p in rank]
+            if not cands:
+                break
+            pair = choose(cands, rank)
+            toks = merge_pair(toks, pair, 256 + rank[pair])
+            if not loop:
+                break
+        ids += toks
+    return ids
+
+
+def _lowest(cands, rank):
+    return min(cands, key=lambda p: rank[p])
+
+
+def enc_whole_text(text, merges):
+    return _encode_pieces([text], merges, _lowest)
+
+
+def enc_most_frequent(text, merges):  # like training: the commonest pair of the piece
+    return _encode_pieces(GPT2_PATTERN.findall(text), merges, lambda cands, rank: Counter(cands).most_common(1)[0][0])
+
+
+def enc_latest_first(text, merges):
+    return _encode_pieces(GPT2_PATTERN.findall(text), merges, lambda cands, rank: max(cands, key=rank.get))
+
+
+def enc_split(text, merges):
+    return _encode_pieces(text.split(), merges, _lowest)
+
+
+def enc_latin1(text, merges):
+    return _encode_pieces(GPT2_PATTERN.findall(text), merges, _lowest, to_ids=lambda p: list(p.encode("latin-1")))
+
+
+def enc_one_merge_per_piece(text, merges):  # the while loop forgotten: one merge, then the next piece
+    return _encode_pieces(GPT2_PATTERN.findall(text), merges, _lowest, loop=False)
+
+
+def enc_code_points(text, merges):
+    return _encode_pieces(GPT2_PATTERN.findall(text), merges, _lowest, to_ids=lambda p: [ord(c) for c in p])
+
+
+def enc_right_first_occurrence(text, merges):  # merges one occurrence at a time, looking again each time
+    rank = {tuple(m): r for r, m in enumerate(merges)}
+    out = []
+    for piece in GPT2_PATTERN.findall(text):
+        toks = list(piece.encode("utf-8"))
+        while True:
+            ranked = [(rank[(a, b)], i) for i, (a, b) in enumerate(zip(toks, toks[1:], strict=False))
+                      if (a, b) in rank]
+            if not ranked:
+                break
+            r, i = min(ranked)
+            toks[i:i + 2] = [256 + r]
+        out.extend(toks)
+    return out
+
+
+def enc_right_every_merge_in_order(text, merges):  # replays the merges in the order they were learnt
+    out = []
+    for piece in GPT2_PATTERN.findall(text):
+        toks = list(piece.encode("utf-8"))
+        for r, (a, b) in enumerate(merges):
+            toks = merge_pair(toks, (a, b), 256 + r)
+        out.extend(toks)
+    return out
+
+
+def enc_right_cached(text, merges):  # a piece seen before is looked up
+    rank = {tuple(m): r for r, m in enumerate(merges)}
+    seen = {}
+    out = []
+    for piece in GPT2_PATTERN.findall(text):
+        if piece not in seen:
+            toks = list(piece.encode("utf-8"))
+            while len(toks) >= 2:
+                r, pair = min((rank.get(p, math.inf), p) for p in zip(toks, toks[1:], strict=False))
+                if r == math.inf:
+                    break
+                toks = merge_pair(toks, pair, 256 + r)
+            seen[piece] = toks
+        out += seen[piece]
+    return out
+
+
+# ----------------------------------------------------------------------------- decode
+
+
+def _table(merges):
+    table = [bytes([i]) for i in range(256)]
+    for a, b in merges:
+        table.append(table[a] + table[b])
+    return table
+
+
+def dec_each_token(ids, merges):
+    table = _table(merges)
+    return "".join(table[i].decode("utf-8", errors="replace") for i in ids)
+
+
+def dec_with_spaces(ids, merges):
+    table = _table(merges)
+    return " ".join(table[i].decode("utf-8", "replace") for i in ids)
+
+
+def dec_latin1(ids, merges):
+    table = _table(merges)
+    return b"".join(table[i] for i in ids).decode("latin-1")
+
+
+def dec_ignore(ids, merges):
+    table = _table(merges)
+    return b"".join(table[i] for i in ids).decode("utf-8", errors="ignore")
+
+
+def dec_strict(ids, merges):
+    table = _table(merges)
+    return b"".join(table[i] for i in ids).decode("utf-8")
+
+
+def dec_one_level(ids, merges):  # a merge's bytes taken as its two ids: raises once a merge builds on a merge
+    table = {i: bytes([i]) for i in range(256)}
+    for r, (a, b) in enumerate(merges):
+        table[256 + r] = bytes([a, b])
+    return b"".join(table[i] for i in ids).decode("utf-8", errors="replace")
+
+
+def dec_chr(ids, merges):  # each id as a character
+    return "".join(chr(i) for i in ids)
+
+
+def dec_right_bytearray(ids, merges):
+    table = _table(merges)
+    buf = bytearray()
+    for i in ids:
+        buf.extend(table[i])
+    return buf.decode("utf-8", "replace")
+
+
+def dec_right_recursive(ids, merges):
+    def expand(i):
+        if i < 256:
+            return [i]
+        a, b = merges[i - 256]
+        return expand(a) + expand(b)
+    return bytes(chain.from_iterable(expand(i) for i in ids)).decode(errors="replace")
+
+
+def dec_right_stack(ids, merges):  # a stack, expanding the leftmost id first
+    out, stack = [], list(reversed(ids))
+    while stack:
+        i = stack.pop()
+        if i < 256:
+            out.append(i)
+        else:
+            a, b = merges[i - 256]
+            stack += [b, a]
+    return bytes(out).decode("utf-8", errors="replace")
+
+
+# ----------------------------------------------------------------------------- gpt_block
+
+
+def _ln(x, p, i):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return p[f"norm{i}.weight"] * (x - mu) / torch.sqrt(var + 1e-5) + p[f"norm{i}.bias"]
+
+
+def _attn(h, p, n_head, allowed="causal", scale=None, out_proj=True):
+    B, n, d = h.shape
+    q, k, v = (split_heads(t, n_head) for t in (h @ p["self_attn.in_proj_weight"].T
+                                                + p["self_attn.in_proj_bias"]).split(d, dim=-1))
+    s = q @ k.transpose(-1, -2) / math.sqrt(scale or d // n_head)
+    ones = torch.ones(n, n, dtype=torch.bool, device=h.device)
+    keep = {"causal": ones.tril(), "strict": ones.tril(-1), "all": ones}[allowed]
+    y = merge_heads(torch.softmax(s.masked_fill(~keep, INF), -1) @ v)
+    return y @ p["self_attn.out_proj.weight"].T + p["self_attn.out_proj.bias"] if out_proj else y
+
+
+def _mlp(h, p, act=lambda u: F.gelu(u, approximate="tanh")):
+    return act(h @ p["linear1.weight"].T + p["linear1.bias"]) @ p["linear2.weight"].T + p["linear2.bias"]
+
+
+def blk_erf_gelu(x, params, n_head):
+    x = x + _attn(_ln(x, params, 1), params, n_head)
+    return x + _mlp(_ln(x, params, 2), params, F.gelu)
+
+
+def blk_relu(x, params, n_head):
+    x = x + _attn(_ln(x, params, 1), params, n_head)
+    return x + _mlp(_ln(x, params, 2), params, torch.relu)
+
+
+def blk_no_mask(x, params, n_head):
+    x = x + _attn(_ln(x, params, 1), params, n_head, allowed="all")
+    return x + _mlp(_ln(x, params, 2), params)
+
+
+def blk_strict_mask(x, params, n_head):  # tril(-1): the diagonal masked too
+    x = x + _attn(_ln(x, params, 1), params, n_head, allowed="strict")
+    return x + _mlp(_ln(x, params, 2), params)
+
+
+def blk_post_ln(x, params, n_head):  # the 2017 paper's order
+    x = _ln(x + _attn(x, params, n_head), params, 1)
+    return _ln(x + _mlp(x, params), params, 2)
+
+
+def blk_normalised_residual(x, params, n_head):
+    x = _ln(x, params, 1)
+    x = x + _attn(x, params, n_head)
+    x = _ln(x, params, 2)
+    return x + _mlp(x, params)
+
+
+def blk_scale_d_model(x, params, n_head):
+    x = x + _attn(_ln(x, params, 1), params, n_head, scale=x.shape[-1])
+    return x + _mlp(_ln(x, params, 2), params)
+
+
+def blk_no_out_proj(x, params, n_head):
+    x = x + _attn(_ln(x, params, 1), params, n_head, out_proj=False)
+    return x + _mlp(_ln(x, params, 2), params)
+
+
+def blk_unbiased_ln(x, params, n_head):  # .var() divides by d − 1
+    def ln(h, i):
+        return params[f"norm{i}.weight"] * (h - h.mean(-1, keepdim=True)) / torch.sqrt(
+            h.var(-1, keepdim=True) + 1e-5) + params[f"norm{i}.bias"]
+    x = x + _attn(ln(x, 1), params, n_head)
+    return x + _mlp(ln(x, 2), params)
+
+
+def blk_right_einsum(x, params, n_head):
+    p = params
+    B, n, d = x.shape
+    dh = d // n_head
+    h = F.layer_norm(x, (d,), p["norm1.weight"], p["norm1.bias"])
+    qkv = torch.einsum("bnd,ed->bne", h, p["self_attn.in_proj_weight"]) + p["self_attn.in_proj_bias"]
+    q, k, v = qkv.view(B, n, 3, n_head, dh).unbind(2)
+    s = torch.einsum("bihd,bjhd->bhij", q, k) / dh ** 0.5
+    i = torch.arange(n, device=x.device)
+    s = s.masked_fill(i[None, :] > i[:, None], INF)
+    y = torch.einsum("bhij,bjhd->bihd", s.softmax(-1), v).reshape(B, n, d)
+    x = x + F.linear(y, p["self_attn.out_proj.weight"], p["self_attn.out_proj.bias"])
+    return x + _mlp(F.layer_norm(x, (d,), p["norm2.weight"], p["norm2.bias"]), p)
+
+
+def blk_right_head_loop(x, params, n_head):
+    p = params
+    B, n, d = x.shape
+    dh = d // n_head
+    h = _ln(x, p, 1)
+    W, b = p["self_attn.in_proj_weight"], p["self_attn.in_proj_bias"]
+    future = torch.triu(torch.ones(n, n, dtype=torch.bool, device=x.device), 1)
+    heads = []
+    for j in range(n_head):
+        sl = slice(j * dh, (j + 1) * dh)
+        q = h @ W[:d][sl].T + b[:d][sl]
+        k = h @ W[d:2 * d][sl].T + b[d:2 * d][sl]
+        v = h @ W[2 * d:][sl].T + b[2 * d:][sl]
+        a = torch.softmax((q @ k.transpose(1, 2) / math.sqrt(dh)).masked_fill(future, INF), dim=-1)
+        heads.append(a @ v)
+    x = x + torch.cat(heads, -1) @ p["self_attn.out_proj.weight"].T + p["self_attn.out_proj.bias"]
+    return x + _mlp(_ln(x, p, 2), p)
+
+
+def blk_right_formula_gelu(x, params, n_head):  # the tanh GELU written out, the mask as an additive bias
+    def gelu_tanh(u):
+        return 0.5 * u * (1 + torch.tanh(math.sqrt(2 / math.pi) * (u + 0.044715 * u ** 3)))
+
+    p = params
+    n, d = x.shape[1], x.shape[2]
+    bias = torch.full((n, n), INF, dtype=x.dtype, device=x.device).triu(1)
+    q, k, v = (split_heads(t, n_head) for t in
+               F.linear(_ln(x, p, 1), p["self_attn.in_proj_weight"], p["self_attn.in_proj_bias"]).chunk(3, -1))
+    a = torch.softmax(q @ k.mT / math.sqrt(d // n_head) + bias, dim=-1)
+    x = x + F.linear(merge_heads(a @ v), p["self_attn.out_proj.weight"], p["self_attn.out_proj.bias"])
+    return x + _mlp(_ln(x, p, 2), p, gelu_tanh)
+
+
+# ----------------------------------------------------------------------------- cached_attention
+
+
+def _project(x, params, n_head):
+    return (split_heads(t, n_head) for t in
+            F.linear(x, params["in_proj_weight"], params["in_proj_bias"]).chunk(3, dim=-1))
+
+
+def _attend(q, k, v, keep, params):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    y = merge_heads(torch.softmax(s.masked_fill(~keep, INF), dim=-1) @ v)
+    return F.linear(y, params["out_proj.weight"], params["out_proj.bias"])
+
+
+def _shifted(n_new, n_k, device):
+    return torch.ones(n_new, n_k, dtype=torch.bool, device=device).tril(n_k - n_new)
+
+
+def kv_attend_then_append(x_new, cache, params, n_head):
+    q, k, v = _project(x_new, params, n_head)
+    if cache is None:
+        y = _attend(q, k, v, _shifted(q.shape[2], k.shape[2], x_new.device), params)
+        return y, {"k": k, "v": v}
+    y = _attend(q, cache["k"], cache["v"], torch.ones(q.shape[2], cache["k"].shape[2], dtype=torch.bool,
+                                                      device=x_new.device), params)
+    return y, {"k": torch.cat([cache["k"], k], 2), "v": torch.cat([cache["v"], v], 2)}
+
+
+def kv_old_cache_returned(x_new, cache, params, n_head):
+    q, k, v = _project(x_new, params, n_head)
+    K = k if cache is None else torch.cat([cache["k"], k], 2)
+    V = v if cache is None else torch.cat([cache["v"], v], 2)
+    return _attend(q, K, V, _shifted(q.shape[2], K.shape[2], x_new.device), params), cache
+
+
+def kv_mask_from_the_start(x_new, cache, params, n_head):
+    q, k, v = _project(x_new, params, n_head)
+    if cache is not None:
+        k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
+    keep = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=x_new.device).tril()
+    return _attend(q, k, v, keep, params), {"k": k, "v": v}
+
+
+def kv_prepended(x_new, cache, params, n_head):
+    q, k, v = _project(x_new, params, n_head)
+    if cache is not None:
+        k, v = torch.cat([k, cache["k"]], 2), torch.cat([v, cache["v"]], 2)
+    return _attend(q, k, v, _shifted(q.shape[2], k.shape[2], x_new.device), params), {"k": k, "v": v}
+
+
+def kv_mask_only_for_the_prompt(x_new, cache, params, n_head):  # one token at a time needs no mask, it thought
+    q, k, v = _project(x_new, params, n_head)
+    if cache is None:
+        keep = _shifted(q.shape[2], k.shape[2], x_new.device)
+    else:
+        k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
+        keep = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=x_new.device)
+    return _attend(q, k, v, keep, params), {"k": k, "v": v}
+
+
+def kv_scale_d_model(x_new, cache, params, n_head):
+    q, k, v = _project(x_new, params, n_head)
+    if cache is not None:
+        k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
+    q = q * math.sqrt(q.shape[-1]) / math.sqrt(x_new.shape[-1])  # so that _attend's 1/sqrt(d_head) is 1/sqrt(d)
+    return _attend(q, k, v, _shifted(q.shape[2], k.shape[2], x_new.device), params), {"k": k, "v": v}
+
+
+def kv_unsplit_cache(x_new, cache, params, n_head):  # keeps (B, t, d) in the cache, not the heads
+    d = x_new.shape[-1]
+    qkv = F.linear(x_new, params["in_proj_weight"], params["in_proj_bias"])
+    q, k, v = qkv[..., :d], qkv[..., d:2 * d], qkv[..., 2 * d:]
+    if cache is not None:
+        k, v = torch.cat([cache["k"], k], 1), torch.cat([cache["v"], v], 1)
+    y = _attend(split_heads(q, n_head), split_heads(k, n_head), split_heads(v, n_head),
+                _shifted(q.shape[1], k.shape[1], x_new.device), params)
+    return y, {"k": k, "v": v}
+
+
+def kv_right_head_loop(x_new, cache, params, n_head):
+    B, n_new, d = x_new.shape
+    dh = d // n_head
+    W, b = params["in_proj_weight"], params["in_proj_bias"]
+    q = split_heads(x_new @ W[:d].T + b[:d], n_head)
+    k = split_heads(x_new @ W[d:2 * d].T + b[d:2 * d], n_head)
+    v = split_heads(x_new @ W[2 * d:].T + b[2 * d:], n_head)
+    t = 0 if cache is None else cache["k"].shape[2]
+    K = k if cache is None else torch.cat((cache["k"], k), dim=2)
+    V = v if cache is None else torch.cat((cache["v"], v), dim=2)
+    rows = []
+    for i in range(n_new):  # new query i sees keys 0 … t + i
+        s = q[:, :, i:i + 1] @ K[:, :, :t + i + 1].transpose(-1, -2) / math.sqrt(dh)
+        rows.append(torch.softmax(s, -1) @ V[:, :, :t + i + 1])
+    y = merge_heads(torch.cat(rows, dim=2))
+    return y @ params["out_proj.weight"].T + params["out_proj.bias"], {"k": K, "v": V}
+
+
+def kv_right_positions(x_new, cache, params, n_head):  # the mask from the positions themselves, as a bias
+    q, k, v = _project(x_new, params, n_head)
+    t = 0 if cache is None else cache["k"].shape[2]
+    if cache is not None:
+        k, v = torch.cat([cache["k"], k], -2), torch.cat([cache["v"], v], -2)
+    pos_q = torch.arange(t, t + x_new.shape[1], device=x_new.device)
+    pos_k = torch.arange(t + x_new.shape[1], device=x_new.device)
+    bias = torch.zeros(len(pos_q), len(pos_k), dtype=x_new.dtype, device=x_new.device)
+    bias = bias.masked_fill(pos_k[None, :] > pos_q[:, None], INF)
+    a = torch.softmax(q @ k.mT / math.sqrt(q.shape[-1]) + bias, dim=-1)
+    return F.linear(merge_heads(a @ v), params["out_proj.weight"], params["out_proj.bias"]), {"k": k, "v": v}
+
+
+def kv_right_einsum(x_new, cache, params, n_head):
+    B, n_new, d = x_new.shape
+    qkv = torch.einsum("bnd,ed->bne", x_new, params["in_proj_weight"]) + params["in_proj_bias"]
+    q, k, v = (t.reshape(B, n_new, n_head, d // n_head).permute(0, 2, 1, 3) for t in qkv.split(d, -1))
+    if cache:
+        k = torch.cat([cache["k"], k], dim=2)
+        v = torch.cat([cache["v"], v], dim=2)
+    n_k = k.shape[2]
+    s = torch.einsum("bhid,bhjd->bhij", q, k) / math.sqrt(d // n_head)
+    s = s.masked_fill(~_shifted(n_new, n_k, x_new.device), INF)
+    y = torch.einsum("bhij,bhjd->bihd", s.softmax(-1), v).reshape(B, n_new, d)
+    return torch.einsum("bnd,ed->bne", y, params["out_proj.weight"]) + params["out_proj.bias"], {"k": k, "v": v}
+
+
+# ----------------------------------------------------------------------------- format_pair
+
+
+def fp_no_delim(a, b, start, delim, extract):
+    return [start] + a + b + [extract]
+
+
+def fp_swapped(a, b, start, delim, extract):
+    return [start] + b + [delim] + a + [extract]
+
+
+def fp_no_extract(a, b, start, delim, extract):
+    return [start, *a, delim, *b]
+
+
+def fp_no_start(a, b, start, delim, extract):
+    return a + [delim] + b + [extract]
+
+
+def fp_ends_swapped(a, b, start, delim, extract):
+    return [extract, *a, delim, *b, start]
+
+
+def fp_nested(a, b, start, delim, extract):  # the lists themselves, not their ids
+    return [start, a, delim, b, extract]
+
+
+def fp_delim_after_b(a, b, start, delim, extract):
+    return [start, *a, delim, *b, delim, extract]
+
+
+def fp_right_chain(a, b, start, delim, extract):
+    return list(chain([start], a, [delim], b, [extract]))
+
+
+def fp_right_appends(a, b, start, delim, extract):
+    seq = [start]
+    seq.extend(a)
+    seq.append(delim)
+    seq.extend(b)
+    seq.append(extract)
+    return seq
+
+
+def fp_right_tensor(a, b, start, delim, extract):  # built as a tensor, returned as a list
+    return torch.cat([torch.tensor([start]), torch.tensor(a), torch.tensor([delim]), torch.tensor(b),
+                      torch.tensor([extract])]).tolist()
+
+
+# ----------------------------------------------------------------------------- pool_last
+
+
+def pl_last_column(h, lengths):
+    return h[:, -1, :]
+
+
+def pl_first(h, lengths):
+    return h[:, 0]
+
+
+def pl_lengths(h, lengths):
+    return h[torch.arange(len(lengths)), lengths]
+
+
+def pl_broadcast(h, lengths):
+    return h[:, lengths - 1]
+
+
+def pl_mean(h, lengths):
+    return h.mean(dim=1)
+
+
+def pl_masked_mean(h, lengths):
+    mask = torch.arange(h.shape[1], device=h.device)[None, :] < lengths[:, None]
+    return (h * mask.unsqueeze(-1)).sum(1) / lengths[:, None].to(h.dtype)
+
+
+def pl_minus_two(h, lengths):  # the state before [extract]
+    return h[torch.arange(h.shape[0]), (lengths - 2).clamp(min=0)]
+
+
+def pl_right_gather(h, lengths):
+    idx = (lengths - 1)[:, None, None].expand(-1, 1, h.shape[2])
+    return torch.gather(h, 1, idx)[:, 0]
+
+
+def pl_right_loop(h, lengths):
+    return torch.stack([h[b, int(lengths[b]) - 1] for b in range(h.shape[0])])
+
+
+def pl_right_one_hot(h, lengths):
+    pick = F.one_hot(lengths - 1, h.shape[1]).to(h.dtype)  # (B, n)
+    return torch.einsum("bn,bnd->bd", pick, h)
+
+
+WRONG = {
+    "train_bpe": [
+        Student(bpe_whole_text, _has(TRAIN_BPE, "counted pairs across pre-token boundaries")),
+        Student(bpe_most_common, _has(TRAIN_BPE, "broke ties by the pair seen first")),
+        Student(bpe_sort_descending, _has(TRAIN_BPE, "broke ties towards the largest pair")),
+        Student(bpe_overlapping, _has(TRAIN_BPE, "merged overlapping occurrences")),
+        Student(bpe_counted_once, _has(TRAIN_BPE, "counted the pairs once")),
+        Student(bpe_until_no_pair, _has(TRAIN_BPE, "kept merging pairs that occur only once")),
+        Student(bpe_characters, _has(TRAIN_BPE, "worked on characters")),
+        Student(bpe_distinct_words_once, None),
+        Student(bpe_split_on_spaces, None),
+    ],
+    "encode": [
+        Student(enc_whole_text, _has(ENCODE, "merged across pre-token boundaries")),
+        Student(enc_most_frequent, _has(ENCODE, "merged the most frequent pair")),
+        Student(enc_latest_first, _has(ENCODE, "merged the pair of highest rank")),
+        Student(enc_split, _has(ENCODE, "cut the text with str.split()")),
+        Student(enc_latin1, _has(ENCODE, "encoded the text as Latin-1")),
+        Student(enc_one_merge_per_piece, None),
+        Student(enc_code_points, None),
+    ],
+    "decode": [
+        Student(dec_each_token, _has(DECODE, "decoded each token on its own")),
+        Student(dec_with_spaces, _has(DECODE, "put a space between the tokens")),
+        Student(dec_latin1, _has(DECODE, "decoded the bytes as Latin-1")),
+        Student(dec_ignore, _has(DECODE, "dropped the invalid bytes")),
+        Student(dec_strict, _has(DECODE, "decoded with errors='strict'")),
+        Student(dec_one_level, None),
+        Student(dec_chr, None),
+    ],
+    "gpt_block": [
+        Student(blk_erf_gelu, _has(GPT_BLOCK, "used the exact (erf) GELU")),
+        Student(blk_relu, _has(GPT_BLOCK, "used ReLU")),
+        Student(blk_no_mask, _has(GPT_BLOCK, "left out the causal mask")),
+        Student(blk_strict_mask, _has(GPT_BLOCK, "masked the diagonal too")),
+        Student(blk_post_ln, _has(GPT_BLOCK, "wrote a post-LN block")),
+        Student(blk_normalised_residual, _has(GPT_BLOCK, "added the normalised input as the residual")),
+        Student(blk_scale_d_model, _has(GPT_BLOCK, "scaled the attention scores by 1/sqrt(d_model)")),
+        Student(blk_no_out_proj, None),
+        Student(blk_unbiased_ln, None),
+    ],
+    "cached_attention": [
+        Student(kv_attend_then_append, _has(CACHED_ATTENTION, "attended to the cached positions only")),
+        Student(kv_old_cache_returned, _has(CACHED_ATTENTION, "returned the cache as it came in")),
+        Student(kv_mask_from_the_start, _has(CACHED_ATTENTION, "aligned the causal mask at the start")),
+        Student(kv_prepended, _has(CACHED_ATTENTION, "put the new k, v before the cached ones")),
+        Student(kv_mask_only_for_the_prompt, _has(CACHED_ATTENTION, "left out the mask among several new tokens")),
+        Student(kv_scale_d_model, _has(CACHED_ATTENTION, "scaled the scores by 1/sqrt(d_model)")),
+        Student(kv_unsplit_cache, None),
+    ],
+    "format_pair": [
+        Student(fp_no_delim, _has(FORMAT_PAIR, "left out the delimiter")),
+        Student(fp_swapped, _has(FORMAT_PAIR, "put b before a")),
+        Student(fp_no_extract, _has(FORMAT_PAIR, "left out the extract token")),
+        Student(fp_no_start, _has(FORMAT_PAIR, "left out the start token")),
+        Student(fp_ends_swapped, _has(FORMAT_PAIR, "swapped [start] and [extract]")),
+        Student(fp_nested, None),
+        Student(fp_delim_after_b, None),
+    ],
+    "pool_last": [
+        Student(pl_last_column, _has(POOL_LAST, "took the last position")),
+        Student(pl_first, _has(POOL_LAST, "took the first position")),
+        Student(pl_lengths, _has(POOL_LAST, "indexed with lengths instead of lengths − 1")),
+        Student(pl_broadcast, _has(POOL_LAST, "indexed h[:, lengths - 1]")),
+        Student(pl_mean, _has(POOL_LAST, "averaged over all positions")),
+        Student(pl_masked_mean, _has(POOL_LAST, "averaged the real positions")),
+        Student(pl_minus_two, None),
+    ],
+}
+
+RIGHT = {
+    "train_bpe": [bpe_right_all_pieces, bpe_right_bytes_tokens, bpe_right_incremental],
+    "encode": [enc_right_first_occurrence, enc_right_every_merge_in_order, enc_right_cached],
+    "decode": [dec_right_bytearray, dec_right_recursive, dec_right_stack],
+    "gpt_block": [blk_right_einsum, blk_right_head_loop, blk_right_formula_gelu],
+    "cached_attention": [kv_right_head_loop, kv_right_positions, kv_right_einsum],
+    "format_pair": [fp_right_chain, fp_right_appends, fp_right_tensor],
+    "pool_last": [pl_right_gather, pl_right_loop, pl_right_one_hot],
+}
