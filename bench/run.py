@@ -197,6 +197,12 @@ HEADLINES = {
         ("linear probe, 64 labels: test accuracy (median)", "probe_med"),
         ("first-word shortcut: test accuracy", "first_word_acc"),
     ],
+    "ch10_bert": [
+        ("masked LM on the course's corpus: loss above the floor", "mlm_over_floor"),
+        ("masked LM: test loss at masked words (nats)", "mlm_nll"),
+        ("true model (floor): loss at masked words (nats)", "mlm_floor"),
+        ("masked LM: training seconds", "mlm_seconds"),
+    ],
     "ch07_positions": [
         ("best position scheme, positions ≤ L: perplexity ÷ floor", "best_ppl_ratio"),
         ("true model (floor): test perplexity", "floor_ppl"),

@@ -443,3 +443,14 @@ def test_best_span_takes_a_single_sequence_and_refuses_an_empty_passage():
     assert (int(start), int(end)) == (1, 1), f"got {(int(start), int(end))}: position 0 is outside the passage"
     with pytest.raises(ValueError, match="no span"):
         best_span(s, e, torch.zeros(4, dtype=torch.bool))
+
+
+def test_train_mlm_lowers_the_masked_lm_loss_on_a_repetitive_text():
+    from lmbook.bert import train_mlm
+
+    torch.manual_seed(0)
+    windows = torch.tensor([[1, 2, 3, 4, 5, 6, 7, 8]] * 32)  # one sentence: every masked word is predictable
+    model = BertPretraining(BertConfig(vocab_size=12, n_layer=1, n_head=2, d_model=16, max_position=8))
+    losses, seconds = train_mlm(model, windows, mask_id=10, pad_id=11, steps=150, batch_size=16, lr=1e-2)
+    assert seconds > 0 and len(losses) == 150
+    assert sum(losses[-20:]) / 20 < 0.3 * sum(losses[:20]) / 20, (losses[:3], losses[-3:])

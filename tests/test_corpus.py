@@ -100,3 +100,25 @@ def test_make_windows_rejects_a_window_as_long_as_the_text():
 def test_vocab_encode_names_unknown_words():
     with pytest.raises(KeyError, match="zebra"):
         toy_english().vocab.encode("the zebra")
+
+
+def test_masked_word_probs_equal_brute_force_over_the_hidden_words(tiny_hmm):
+    ids, masked = [0, 2, 1, 3, 2], [False, True, False, True, True]
+    probs = tiny_hmm.masked_word_probs(ids, masked)
+    hidden = [t for t, m in enumerate(masked) if m]
+    joint = {}  # every filling of the hidden words, with its probability
+    for fill in itertools.product(range(4), repeat=len(hidden)):
+        full = list(ids)
+        for t, w in zip(hidden, fill, strict=True):
+            full[t] = w
+        joint[fill] = math.exp(tiny_hmm.log_prob(full))
+    total = sum(joint.values())
+    for k, t in enumerate(hidden):
+        expected = [sum(p for fill, p in joint.items() if fill[k] == w) / total for w in range(4)]
+        np.testing.assert_allclose(probs[t], expected, rtol=1e-10, err_msg=f"position {t}")
+
+
+def test_masked_word_probs_at_the_last_position_alone_is_the_next_word_distribution(tiny_hmm):
+    ids = [1, 0, 3, 2]
+    probs = tiny_hmm.masked_word_probs(ids, [False, False, False, True])
+    np.testing.assert_allclose(probs[3], tiny_hmm.next_word_probs(ids[:3]), rtol=1e-10)

@@ -218,6 +218,29 @@ def cached_attention(x_new, cache, params, n_head):
     return F.linear(merge_heads(A @ v), params["out_proj.weight"], params["out_proj.bias"]), {"k": k, "v": v}
 '''}, {"test_train_bpe", "hidden_train_bpe", "test_decode", "hidden_decode", "test_cached_attention",
        "hidden_cached_attention"}),
+    "ch10": ({
+        "mask_tokens": '''
+def mask_tokens(ids, mask_id, vocab_size, special_ids, pad_id, p=0.15, generator=None):
+    special = torch.tensor(list(special_ids) + [mask_id, pad_id], device=ids.device)
+    chosen = ~torch.isin(ids, special) & (torch.rand(ids.shape, device=ids.device) < p)
+    inputs = ids.masked_fill(chosen, mask_id)  # every chosen token becomes [MASK]: no 10% random, 10% unchanged
+    labels = torch.where(chosen, ids, -100)
+    return inputs, labels
+''',
+        "bert_embeddings": '''
+def bert_embeddings(ids, segments, params):
+    positions = torch.arange(ids.shape[1], device=ids.device)
+    x = (params["word_embeddings.weight"][ids] + params["position_embeddings.weight"][positions]
+         + params["token_type_embeddings.weight"][segments])
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), params["LayerNorm.weight"], params["LayerNorm.bias"])
+''',
+        "best_span": '''
+def best_span(start_logits, end_logits, passage_mask, max_len=None):
+    start = start_logits.masked_fill(~passage_mask, float("-inf")).argmax(-1)  # each end on its own
+    end = end_logits.masked_fill(~passage_mask, float("-inf")).argmax(-1)
+    return start, end
+'''}, {"test_mask_tokens", "hidden_mask_tokens", "test_bert_embeddings", "hidden_bert_embeddings", "test_best_span",
+       "hidden_best_span"}),
 }
 
 
@@ -291,6 +314,8 @@ NAMED = {
     "ch08": ("read norm_first backwards",),
     "ch09": ("broke ties by the pair seen first", "decoded each token on its own",
              "aligned the causal mask at the start"),
+    "ch10": ("replaced every chosen token by [MASK]", "which matters when the summed embeddings are small",
+             "took the argmax of the start and of the end logits separately"),
 }
 
 

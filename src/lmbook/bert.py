@@ -40,6 +40,7 @@ packed ``in_proj`` = [W_q; W_k; W_v] of chapter 6's :class:`lmbook.multihead.Mul
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -294,3 +295,36 @@ def best_span(start_logits: torch.Tensor, end_logits: torch.Tensor, passage_mask
         raise ValueError("a sequence has no span allowed: an empty passage, or max_len < 1")
     best = scores.masked_fill(~allowed, -math.inf).flatten(-2).argmax(-1)  # the first maximum, row-major
     return best // n, best % n
+
+
+# ----------------------------------------------------------------------------- masked-LM pretraining
+
+
+def train_mlm(model: BertPretraining, windows: torch.Tensor, *, mask_id: int, pad_id: int,
+              special_ids: Iterable[int] = (), steps: int = 1000, batch_size: int = 64, lr: float = 3e-3,
+              warmup: int = 50, seed: int = 0) -> tuple[list[float], float]:
+    """Masked-LM pretraining on rows of ``windows`` (N, n): each step corrupts a random batch with
+    :func:`mask_tokens` and minimises the cross-entropy at the chosen positions only. AdamW, the rate warmed up
+    then decayed to 0 along a cosine. Returns every step's loss and the training seconds."""
+    device = next(model.parameters()).device
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * s / steps)))
+    g = torch.Generator().manual_seed(seed)
+    special = list(special_ids)
+    losses, t0 = [], time.perf_counter()
+    model.train()
+    for _ in range(steps):
+        x = windows[torch.randint(len(windows), (batch_size,), generator=g)]
+        inputs, labels = mask_tokens(x, mask_id=mask_id, vocab_size=model.config.vocab_size, special_ids=special,
+                                     pad_id=pad_id, generator=g)
+        logits, _ = model(inputs.to(device), attention_mask=(x != pad_id).to(device))
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.to(device).reshape(-1), ignore_index=-100)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses, time.perf_counter() - t0

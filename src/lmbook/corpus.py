@@ -111,6 +111,30 @@ class HMM:
             alpha = alpha / alpha.sum()
         return (alpha @ self.A) @ self.B
 
+    def masked_word_probs(self, ids, masked) -> np.ndarray:
+        """P(w_t = v | every unmasked word) at each position t, shape (n, V): a masked LM's best possible answer.
+
+        ``masked`` (n,) bool marks the hidden words; they are summed over (an emission of 1 in the
+        forward-backward recursions), so each masked word is predicted from all the visible ones on both sides.
+        Rows of unmasked positions are computed the same way and are rarely needed."""
+        ids, masked = np.asarray(ids, dtype=np.int64), np.asarray(masked, dtype=bool)
+        n = len(ids)
+        emit = np.where(masked[:, None], 1.0, self.B[:, ids].T)  # (n, S): P(word_t | state), or 1 where hidden
+        alpha, beta = np.empty((n, len(self.states))), np.empty((n, len(self.states)))
+        a = self.pi * emit[0]
+        alpha[0] = a / a.sum()
+        for t in range(1, n):
+            a = (alpha[t - 1] @ self.A) * emit[t]
+            alpha[t] = a / a.sum()
+        beta[n - 1] = 1.0
+        for t in range(n - 2, -1, -1):
+            b = self.A @ (emit[t + 1] * beta[t + 1])
+            beta[t] = b / b.sum()
+        # the state at t given every visible word except w_t itself: alpha before t's emission, times beta
+        prior = np.vstack([self.pi, alpha[:-1] @ self.A]) * beta
+        probs = (prior / prior.sum(1, keepdims=True)) @ self.B
+        return probs / probs.sum(1, keepdims=True)
+
 
 # The grammar's words. Nouns and verbs come in singular/plural pairs.
 DETS_SG = ["a", "the", "one", "this"]

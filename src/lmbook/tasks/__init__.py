@@ -11,4 +11,4 @@ tables of contents, the tests, the sample submissions and the benchmarks all tak
 """
 
 # The released exercises, in course order (each is a folder of solutions/ and a module here).
-ASSIGNMENTS: tuple[str, ...] = ("ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07", "ch08", "ch09")
+ASSIGNMENTS: tuple[str, ...] = ("ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07", "ch08", "ch09", "ch10")
