@@ -97,8 +97,10 @@ def book_builds(repeats: int) -> dict:
 
 
 def run_chapter(path: Path, seed: int, device: str) -> dict:
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "execute_notebook.py"), str(path)], check=True,
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "execute_notebook.py"), str(path)],
                          capture_output=True, text=True, env=_env(LMBOOK_SEED=str(seed), LMBOOK_DEVICE=device))
+    if out.returncode != 0:  # say which chapter, seed and cell failed, not only that something did
+        raise RuntimeError(f"{path.name} failed with LMBOOK_SEED={seed} on {device}:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -202,6 +204,21 @@ HEADLINES = {
         ("masked LM: test loss at masked words (nats)", "mlm_nll"),
         ("true model (floor): loss at masked words (nats)", "mlm_floor"),
         ("masked LM: training seconds", "mlm_seconds"),
+        ("masked LM on Brown: validation loss at masked tokens (nats)", "brown_mlm_nll"),
+        ("Brown: token frequencies alone at masked tokens (nats)", "brown_unigram_nll"),
+        ("masked LM on Brown: first guess right", "brown_mlm_top1"),
+        ("masked LM on Brown: training seconds", "brown_mlm_seconds"),
+    ],
+    "ch10_finetuning": [
+        ("grammatical?, 256 labels: accuracy, pretrained − from scratch (medians)", "agree_gap_256"),
+        ("grammatical?, 64 labels: accuracy, pretrained (median)", "agree_pre_64"),
+        ("grammatical?, 256 labels: accuracy, pretrained (median)", "agree_pre_256"),
+        ("grammatical?, 256 labels: accuracy, from scratch (median)", "agree_scr_256"),
+        ("who?, 64 labels: exact match, pretrained − from scratch (medians)", "who_gap_64"),
+        ("who?, 16 labels: exact match, pretrained (median)", "who_pre_16"),
+        ("who?, 64 labels: exact match, pretrained (median)", "who_pre_64"),
+        ("who?, 256 labels: exact match, from scratch (median)", "who_scr_256"),
+        ("fine-tuning: seconds for all runs", "ft_seconds"),
     ],
     "ch07_positions": [
         ("best position scheme, positions ≤ L: perplexity ÷ floor", "best_ppl_ratio"),

@@ -1,5 +1,6 @@
 """The benchmark scripts work (at their smallest settings) and report every figure. No timing is asserted."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -60,3 +61,18 @@ def test_published_results_cover_every_chapter_the_book_has():
     for chapter, by_device in published["chapters"].items():
         assert by_device["cpu"]["models"], f"{chapter}: no headline results (bench/run.py HEADLINES)"
     assert (ROOT / "BENCHMARKS.md").read_text().startswith("# lmbook benchmarks")
+
+
+def test_published_results_hold_every_headline_the_chapters_define():
+    sys.path.insert(0, str(ROOT / "bench"))  # run.py imports its neighbour worktree.py
+    try:
+        spec = importlib.util.spec_from_file_location("lmbook_bench_run", ROOT / "bench" / "run.py")
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    published = json.loads((ROOT / "bench" / "results.json").read_text())["chapters"]
+    for chapter, rows in bench.HEADLINES.items():
+        measured = set(published.get(chapter, {}).get("cpu", {}).get("models", {}))
+        missing = [key for _, key in rows if key not in measured]
+        assert not missing, f"{chapter}: {missing} not benchmarked; run `make bench-chapters CHAPTERS={chapter}`"

@@ -28,3 +28,10 @@ def test_another_device_falls_back_to_the_measured_one_and_says_so(tmp_path):
 
 def test_missing_results_file_says_how_to_make_it(tmp_path):
     assert "run `make bench`" in expected_box(tmp_path / "nope.json", "ch01", "ppl", 1.0, "cpu").data
+
+
+def test_a_result_the_benchmarks_have_not_measured_says_so_and_how_to_measure_it(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(RESULTS))
+    text = expected_box(path, "ch01", "new_result", 1.0, "cpu").data
+    assert "have not measured new_result in ch01" in text and "run `make bench`" in text

@@ -24,7 +24,10 @@ def expected_box(results: str | Path, chapter: str, key: str, value: float, devi
     if not by_device:
         return Markdown(f"> **Expected result:** the benchmarks have not measured {chapter} yet; run `make bench`.")
     measured_on = kind if kind in by_device else next(iter(by_device))
-    model = by_device[measured_on]["models"][key]
+    model = by_device[measured_on]["models"].get(key)
+    if model is None:  # a result the chapter gained since its last benchmark
+        return Markdown(f"> **Expected result:** the benchmarks have not measured {key} in {chapter} yet; "
+                        "run `make bench`.")
     median, tol = model["median"], model["tolerance"]
     machine = data.get("machine", {})
     where = f"{machine.get('cores', '?')}-core {machine.get('cpu', 'CPU')}" if measured_on == "cpu" else \
