@@ -220,6 +220,15 @@ HEADLINES = {
         ("who?, 256 labels: exact match, from scratch (median)", "who_scr_256"),
         ("fine-tuning: seconds for all runs", "ft_seconds"),
     ],
+    "appendix_gpu": [
+        ("validation loss, bf16 autocast − float32 (nats)", "val_gap"),
+        ("bf16 autocast training speed ÷ float32", "bf16_speedup"),
+        ("causal attention at n = 2048: course ÷ SDPA time", "attn_time_ratio"),
+        ("causal attention at n = 2048: course ÷ SDPA memory allocated", "attn_mem_ratio"),
+        ("torch.compile: compiled ÷ eager speed", "compile_speedup"),
+        ("MFU of chapter 9's GPT against the measured matmul peak", "mfu_small"),
+        ("MFU of the wider GPT against the measured matmul peak", "mfu_wide"),
+    ],
     "ch07_positions": [
         ("best position scheme, positions ≤ L: perplexity ÷ floor", "best_ppl_ratio"),
         ("true model (floor): test perplexity", "floor_ppl"),
@@ -239,9 +248,14 @@ def tolerance(values: list[float]) -> float:
     return max(3 * spread, 0.01 * abs(statistics.median(values)))
 
 
+def book_pages() -> list[Path]:
+    """Every executed page of the book: the chapters' pages, then the appendices."""
+    return sorted((ROOT / "book").glob("ch*.md")) + sorted((ROOT / "book").glob("appendix*.md"))
+
+
 def chapters(seeds: int, devices: list[str], only: list[str] | None = None) -> dict:
     results = {}
-    for path in sorted((ROOT / "book").glob("ch*.md")):
+    for path in book_pages():
         if only and path.stem not in only:
             continue
         for device in devices:
@@ -519,6 +533,8 @@ def report(r: dict) -> str:
         for device, e in by_device.items():
             when = f" (measured {e['date']})" if e.get("date", m["date"]) != m["date"] else ""
             lines.append(f"| {chapter}{when} | {device} | {_fmt(e['seconds'])} | {_fmt(e['peak_rss_mib'], 'MiB', 0)} |")
+        if "cuda" not in by_device:  # say so, rather than leave the reader to wonder
+            lines.append(f"| {chapter} | cuda | not yet measured (no GPU in the benchmark runs) | |")
     lines += ["", "## Trained models", "",
               "Median over seeds (`LMBOOK_SEED`), ± the tolerance a reader's run should fall within "
               "(3 standard deviations over seeds, at least 1%).", "",

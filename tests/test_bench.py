@@ -56,7 +56,8 @@ def test_an_exercise_is_graded_from_its_samples(tiny):
 def test_published_results_cover_every_chapter_the_book_has():
     published = json.loads((ROOT / "bench" / "results.json").read_text())
     assert published["mode"] == "full", "bench/results.json should come from a full `make bench` run"
-    missing = {p.stem for p in (ROOT / "book").glob("ch*.md")} - set(published["chapters"])
+    pages = [*(ROOT / "book").glob("ch*.md"), *(ROOT / "book").glob("appendix*.md")]
+    missing = {p.stem for p in pages} - set(published["chapters"])
     assert not missing, f"not benchmarked: {missing}; run `make bench-chapters CHAPTERS=...`"
     for chapter, by_device in published["chapters"].items():
         assert by_device["cpu"]["models"], f"{chapter}: no headline results (bench/run.py HEADLINES)"

@@ -12,7 +12,7 @@ import pytest
 from lmbook.publish import publish
 
 ROOT = Path(__file__).resolve().parent.parent
-CHAPTERS = sorted((ROOT / "book").glob("ch[0-9][0-9]_*.md"))
+CHAPTERS = sorted((ROOT / "book").glob("ch[0-9][0-9]_*.md")) + sorted((ROOT / "book").glob("appendix*.md"))
 
 
 @pytest.fixture
@@ -33,6 +33,16 @@ def test_publish_glues_every_keyword_without_displaying_it(glue_calls):
 def test_publish_accepts_names_built_at_run_time(glue_calls):
     publish(**{f"em_{key}": i for i, key in enumerate(["greedy", "beam"])})
     assert glue_calls == [("em_greedy", 0, False), ("em_beam", 1, False)]
+
+
+def test_publish_glues_numpy_and_torch_scalars_as_python_numbers(glue_calls):
+    import numpy as np
+    import torch
+
+    publish(a=np.float64(1.5), b=np.int64(3), c=torch.tensor(2.5), d=np.array([1.0, 2.0]))
+    values = [v for _, v, _ in glue_calls]
+    assert [type(v) for v in values[:3]] == [float, int, float] and values[:3] == [1.5, 3, 2.5]
+    assert isinstance(values[3], np.ndarray), "an array is not a scalar: it is glued as it is"
 
 
 def test_publish_with_nothing_to_publish_glues_nothing(glue_calls):

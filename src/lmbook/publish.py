@@ -23,4 +23,12 @@ def publish(**values: Any) -> None:
     from myst_nb import glue  # imported here, so that `import lmbook` never needs the book's extras
 
     for name, value in values.items():
-        glue(name, value, display=False)
+        glue(name, _plain(value), display=False)
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy scalar or a one-element tensor as the Python number it holds. The text formats what glue stored,
+    the value's repr: ``np.float64(1.03)`` is not a number to ``{glue:text}`x:.2f```, ``1.03`` is."""
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+        return value.item()
+    return value
