@@ -73,7 +73,7 @@ def test_the_gradient_of_one_slice_is_not_the_global_gradient():
 
 @pytest.mark.slow
 def test_ddp_with_two_processes_gives_the_single_process_gradient(tmp_path):
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}  # 2 CPU processes, even on 1 GPU
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                         "-m", "lmbook.ddp_step", "--out", str(tmp_path)],
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=1800)
