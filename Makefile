@@ -8,7 +8,10 @@ TORCH_SPEC ?= torch==2.13.0
 # nbgrader runs `alembic` (and Jupyter its kernels) by name: the venv's bin must come first.
 export PATH := $(BIN):$(PATH)
 export PYTHONHASHSEED := 0
-export MPLBACKEND := Agg
+# Kernels (make book, make lab, the tests' book builds) must choose matplotlib's inline backend themselves:
+# ipykernel does so only when MPLBACKEND is unset, and a value inherited from here or from the user's shell
+# (Agg, say) leaves every figure off the page. Processes that draw without a kernel call matplotlib.use("Agg").
+unexport MPLBACKEND
 
 STAMP := $(VENV)/.installed
 # pytest workers for `make test` (one per core of the 2-core machines the times in the README are for).

@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-os.environ.setdefault("MPLBACKEND", "Agg")
+# Not through MPLBACKEND: the kernels the tests start (book builds, notebooks) inherit the environment, and
+# ipykernel shows figures inline only when MPLBACKEND is unset.
+os.environ.pop("MPLBACKEND", None)
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `make test` runs one worker per core: one thread each, here and in every process a test starts (kernels,
     # the book build). torch's default, a thread per core in every worker, makes the workers fight for the cores.
