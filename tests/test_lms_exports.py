@@ -33,7 +33,7 @@ from hostile_corpus import FULL, GOOD, WRONG, ZERO
 from make_samples import NOTEBOOK, fill
 
 from lmbook.grading.archive import DEFAULT_ZIP_LIMITS, ZipLimits, extract_zip
-from lmbook.grading.reports import Student
+from lmbook.grading.student import Student
 from lmbook.grading.submissions import class_folder, find_submissions, read_submission, safe_id
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,15 +102,24 @@ def test_student_ids_are_always_usable_folder_names():
         assert not sid.startswith(".") and len(sid.encode()) <= 120, (name, sid)
 
 
+def test_in_an_id_clash_the_folder_named_exactly_as_the_id_keeps_it(tmp_path):
+    # "jane doe" sorts first, but grades uploaded by id must reach the student whose folder *is* jane_doe
+    for name, answers in (("jane doe", GOOD), ("jane_doe", WRONG)):
+        _write_nb(tmp_path / name / NOTEBOOK, fill(answers))
+    found = _students(tmp_path)
+    assert {sid: st.source for sid, st in found.items()} == {"jane_doe": "jane_doe", "jane_doe~2": "jane doe"}
+
+
 def test_submissions_whose_ids_collide_are_both_kept_under_distinct_ids(tmp_path):
     for name in ("ann lee", "ann_lee", "Ann_Lee"):
         _write_nb(tmp_path / name / NOTEBOOK, fill(GOOD))
     found = _students(tmp_path)
-    assert set(found) == {"Ann_Lee", "ann_lee~2", "ann_lee~3"}, f"ids: {sorted(found)}"
-    assert {st.source for st in found.values()} == {"ann lee", "ann_lee", "Ann_Lee"}
+    # the two folders named exactly as ids come first (they differ only in case: one of them must change)
+    assert {sid: st.source for sid, st in found.items()} == {"Ann_Lee": "Ann_Lee", "ann_lee~2": "ann_lee",
+                                                             "ann_lee~3": "ann lee"}, f"ids: {sorted(found)}"
     for st in found.values():
         assert st.notebook is not None and st.status == "graded", (st.sid, st.status)
-    for sid, other in (("ann_lee~2", "ann lee"), ("ann_lee~3", "ann_lee")):
+    for sid, other in (("ann_lee~2", "ann_lee"), ("ann_lee~3", "ann lee")):
         for who in (sid, "Ann_Lee"):  # both sides of each clash are told, naming both folders and both ids
             clash = [n for n in found[who].notes if n.startswith("student id clash") and repr(other) in n]
             assert clash, f"{who}: no clash note naming {other!r}: {found[who].notes}"
@@ -585,8 +594,8 @@ def _old_jupyter_with_extras() -> str:
 BATCH = {
     "Zoë Müller": ("Zoë_Müller", FULL, "graded", "Submitted as `Zoë Müller`"),
     "José_1234_ch01.ipynb": ("José", ZERO, "graded", "Submitted as `José_1234_ch01.ipynb`"),
-    "ann lee": ("ann_lee", FULL, "graded", "student id clash: the submissions 'ann lee' and 'ann_lee'"),
-    "ann_lee": ("ann_lee~2", ZERO, "graded", "student id clash: the submissions 'ann lee' and 'ann_lee'"),
+    "ann lee": ("ann_lee~2", FULL, "graded", "student id clash: the submissions 'ann_lee' and 'ann lee'"),
+    "ann_lee": ("ann_lee", ZERO, "graded", "student id clash: the submissions 'ann_lee' and 'ann lee'"),
     "mac_user": ("mac_user", FULL, "graded", ""),
     "old_jupyter": ("old_jupyter", FULL, "graded", "repaired the notebook file"),
     "symlinked": ("symlinked", ZERO, f"not graded: the notebook {NOTEBOOK} is a symbolic link", ""),
