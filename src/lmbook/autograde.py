@@ -181,7 +181,18 @@ def _phase1(job: tuple) -> dict:
     except Exception as e:  # noqa: BLE001 - one student's odd notebook never stops the class
         return {"sid": sid, "error": f"{type(e).__name__}: {e}"}
     return {"sid": sid, "notes": nb.metadata.get("lmbook", {}).get("hygiene", []), "tampering": graded.tampering,
-            "forbidden": graded.forbidden, "problem": graded.problem, "cached": cached, "key": key}
+            "forbidden": graded.forbidden, "problem": graded.problem, "cached": cached, "key": _submission_key(nb)}
+
+
+def _submission_key(nb) -> str:
+    """What the student wrote: every cell's kind and text (markdown answers too, unlike the results cache's key,
+    which is about code). A resubmission has another key; a re-run of the same submission the same one."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for cell in nb.cells:
+        h.update(json.dumps([cell.cell_type, cell.source]).encode())
+    return h.hexdigest()[:32]
 
 
 def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, source: Path,
@@ -213,6 +224,7 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
     if len(notebooks) != 1:
         raise SystemExit(f"expected one source notebook in {source / assignment}, found {len(notebooks)}")
     nb_name, stem = notebooks[0].name, notebooks[0].stem
+    _write_course_config(course, config_dir, source)
     r = _nbgrader(["generate_assignment", assignment, "--force"], course, config_dir, source, use_sandbox)
     if r.returncode != 0:
         raise SystemExit(f"nbgrader generate_assignment {assignment} failed twice (nothing graded yet; results "
@@ -309,11 +321,26 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
     reports.write_grades(students, tasks_max, out / "grades.csv")
     reports.write_report(students, tasks_max, summary, out / "report.md")
     reports.write_suspicious(students, out / "suspicious.md")
-    classreport.write_class_page(summary, students, tasks_max, out)
+    classreport.write_class_page(summary, out)
     left_out = _write_lms_file(found.lms, students, assignment, sum(tasks_max.values()), lms_column, out)
     reports.write_summary(students, out, time.perf_counter() - started, phases, lms=found.lms, left_out=left_out,
                           download_notes=found.notes)
     return students
+
+
+def _write_course_config(course: Path, config_dir: Path, source: Path) -> None:
+    """``course/nbgrader_config.py``: the course's own configuration, so that nbgrader's formgrader, started in
+    the course folder (``make formgrader``), shows this course for grading by hand."""
+    text = (f"# Written by lmbook-grade. Grade by hand in formgrader: make formgrader OUT={course.parent} (or start\n"
+            f"# jupyter lab in this folder), then run lmbook-grade again.\n"
+            f"c = get_config()  # noqa: F821\n"
+            f"load_subconfig({str(config_dir / 'nbgrader_config.py')!r})  # noqa: F821\n"
+            f"c.CourseDirectory.root = {str(course)!r}\n"
+            f"c.CourseDirectory.source_directory = {str(source)!r}\n"
+            f"c.CourseDirectory.release_directory = 'release'\n")
+    path = course / "nbgrader_config.py"
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
 
 
 def _copy_in(st: Student, dest: Path, nb_name: str, max_notebook_bytes: int) -> None:
@@ -435,8 +462,8 @@ def _say(out: Path, students: list[Student], label: str = "") -> None:
     for note in s.get("download", []):
         print(f"  {note}")
     if s.get("pending"):
-        print(f"  {s['pending']} submissions have answers to grade by hand: open formgrader (nbgrader formgrader, "
-              f"from autograder/, on {out / 'course'}), grade them, then run the same command again.")
+        print(f"  {s['pending']} submissions have answers to grade by hand: grade them in formgrader (make formgrader "
+              f"OUT={out}), then run the same command again.")
     for st in students:
         if st.status != "graded":
             print(f"  {st.sid}: {st.status}")

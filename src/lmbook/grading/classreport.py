@@ -65,6 +65,8 @@ class ClassSummary:
     late_policy: str = ""  # the policy, in words ("" when none)
     lms: str | None = None
     download_notes: list[str] = field(default_factory=list)
+    students: list[Student] = field(default_factory=list)  # the class, for the page's table of every student
+    tasks_max: dict[str, float] = field(default_factory=dict)
 
 
 def summarize(assignment: str, students: Sequence[Student], tasks_max: dict[str, float], *,
@@ -106,7 +108,7 @@ def summarize(assignment: str, students: Sequence[Student], tasks_max: dict[str,
         [(st.sid, t, p) for st in students for t, p in st.manual.items()],
         [(st.sid, w) for st in students for w in st.warnings],
         [(st.sid, st.penalty_why or "late (no late penalty set)") for st in students if st.late],
-        str(late_policy) if late_policy else "", lms, list(download_notes))
+        str(late_policy) if late_policy else "", lms, list(download_notes), list(students), dict(tasks_max))
 
 
 def _pct(n: int, total: int) -> str:
@@ -136,7 +138,9 @@ def summary_markdown(s: ClassSummary) -> list[str]:
     lines = [f"# Class report: {s.assignment}", "",
              f"{total} submissions, maximum {s.max_points:g} points; mean {mean:.1f}. Ran: {s.ran}; could not be "
              f"run: {len(s.not_run)} (counted as 0); stopped part way: {len(s.partly_run)}; to review: "
-             f"{len(s.flagged)}.", "", "## Grade distribution", "", "| points | students |", "|---|---|"]
+             f"{len(s.flagged)}. Late penalty: {s.late_policy or 'none'}.", "",
+             *[line for note in s.download_notes for line in (f"{note[0].upper()}{note[1:]}.", "")],
+             "## Grade distribution", "", "| points | students |", "|---|---|"]
     lines += [f"| {_bin_label(s, lo, hi)} | {count} |" for lo, hi, count in _score_bins(s)]
     lines += ["", f"## Tasks (among the {s.ran} notebooks that ran)", "",
               "| task | full marks | partial | zero |", "|---|---|---|---|"]
@@ -372,8 +376,9 @@ def _student_table(students: Sequence[Student], tasks_max: dict[str, float], out
     return f'{tools}<table id=students><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def write_class_page(s: ClassSummary, students: Sequence[Student], tasks_max: dict[str, float], out: Path) -> Path:
+def write_class_page(s: ClassSummary, out: Path) -> Path:
     """Write ``out/class.html`` and ``out/class/*.png``; return the page's path."""
+    students = s.students
     pngs = {}
     (out / "class").mkdir(parents=True, exist_ok=True)
     for name, fig in _figures(s).items():
@@ -405,13 +410,16 @@ def write_class_page(s: ClassSummary, students: Sequence[Student], tasks_max: di
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>Class report: {html.escape(s.assignment)}</title><style>{_CSS}</style></head><body>",
         f"<h1>Class report: {html.escape(s.assignment)}</h1>", *lead, f"<div class=cards>{cards}</div>", warnings,
+        '<p class=lead>Jump to: <a href="#students-section">every student</a> · <a href="#mistakes-section">'
+        'common mistakes</a> · <a href="#pending-section">to grade by hand</a> · <a href="#manual-section">scores set '
+        'by hand</a> · <a href="#review-section">to review</a> · <a href="#not-run-section">could not be run</a></p>',
         "<h2>Grade distribution</h2>", _img(pngs["grades.png"], "histogram of total points"),
         "<details><summary>The numbers</summary>",
         _table(["points", "students"], [(_bin_label(s, lo, hi), n) for lo, hi, n in _score_bins(s)], (1,), "grades"),
         "</details>",
         "<h2>Tasks</h2>", _img(pngs["tasks.png"], "share of full, partial and zero marks per task"),
         _table(["task", "full marks", "partial", "zero"], task_rows, (1, 2, 3), "tasks"),
-        "<h2>Common mistakes</h2>",
+        "<h2 id=mistakes-section>Common mistakes</h2>",
         '<p class="lead">Mistakes the checks recognised, by how many students made them: what to go over again.</p>',
         _img(pngs["mistakes.png"], "most common mistakes") if "mistakes.png" in pngs else "",
         _table(["students", "task", "mistake", "who"],
@@ -421,24 +429,24 @@ def write_class_page(s: ClassSummary, students: Sequence[Student], tasks_max: di
         "(numbers shown as #): students who failed the same way are on one row.</p>",
         _table(["students", "task", "what the check said", "who"],
                [(len(sids), t, m, ", ".join(sids)) for t, m, sids in s.unnamed], (0,), "unnamed"),
-        "<h2>Students</h2>",
+        "<h2 id=students-section>Students</h2>",
         '<p class="lead">Click a column\'s title to sort by it; type in the box or choose whom to show. A student\'s '
         "name opens their feedback.</p>",
-        _student_table(students, tasks_max, out, s.lms),
-        "<h2>To grade by hand</h2>",
+        _student_table(students, s.tasks_max, out, s.lms),
+        "<h2 id=pending-section>To grade by hand</h2>",
         '<p class="lead">Answers nbgrader leaves to a person (free-text questions): grade them in formgrader, then '
         "run lmbook-grade again. Their points are neither earned nor lost until then.</p>",
         _table(["task", "answers", "who"], [(t, len(sids), ", ".join(sids)) for t, sids in s.pending.items() if sids],
                (1,), "pending"),
-        "<h2>Scores set by hand</h2>",
+        "<h2 id=manual-section>Scores set by hand</h2>",
         '<p class="lead">Scores set in nbgrader\'s formgrader: they count, over the autograde.</p>',
         _table(["student", "task", "points"], [(sid, t, f"{p:g}") for sid, t, p in s.manual], (2,), "manual"),
         "<h2>Late</h2>",
         _table(["student", "penalty"], s.late, (), "late"),
-        "<h2>To review</h2>",
+        "<h2 id=review-section>To review</h2>",
         '<p class="lead">Flagged for tampering, or using a ready-made answer; the evidence is in suspicious.md.</p>',
         _table(["student", "why"], s.flagged, (), "flagged"),
-        "<h2>Could not be run</h2>", _table(["student", "why"], s.not_run, (), "not-run"),
+        "<h2 id=not-run-section>Could not be run</h2>", _table(["student", "why"], s.not_run, (), "not-run"),
         "<h2>Stopped part way</h2>", '<p class="lead">Graded up to where the notebook stopped.</p>',
         _table(["student", "where it stopped"], s.partly_run, (), "partly-run"),
         f"<script>{_SCRIPT}</script>",

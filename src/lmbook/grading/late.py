@@ -36,7 +36,8 @@ class LatePolicy:
         return cls(float(m["amount"]), bool(m["pct"]), bool(m["per_day"]))
 
     def __str__(self) -> str:
-        return f"{self.amount:g}{'%' if self.percent else ' points'}{' per day late' if self.per_day else ''}"
+        what = f"{self.amount:g}% of the assignment's points" if self.percent else f"{self.amount:g} points"
+        return what + (" per day late (a part of a day counts as a day)" if self.per_day else " if late")
 
     def penalty(self, max_points: float, days: int) -> float:
         per = self.amount * max_points / 100 if self.percent else self.amount
@@ -63,4 +64,4 @@ def apply(students: list[Student], policy: LatePolicy | None, due: datetime | No
         st.penalty = min(st.points, round(policy.penalty(max_points, days), 2))
         when = (f"{days} day{'s' if days != 1 else ''} late" if not guessed
                 else "late (the LMS does not say by how much: counted as 1 day)" if policy.per_day else "late")
-        st.penalty_why = f"{when}: -{st.penalty:g} points ({policy})"
+        st.penalty_why = f"{when}: -{st.penalty:g} points"

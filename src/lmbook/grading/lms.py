@@ -161,24 +161,23 @@ def write_canvas(students: Sequence[Student], column: str, max_points: float, pa
     return left_out
 
 
-def write_moodle(students: Sequence[Student], max_points: float, path: Path, when: datetime | None = None,
-                 comments: dict[str, str] | None = None) -> list[str]:
+def write_moodle(students: Sequence[Student], max_points: float, path: Path, when: datetime | None = None) -> list[str]:
     """Moodle's offline grading worksheet (Assignment > Upload grading worksheet).
 
     Moodle's importer finds its columns by their English titles: ``Identifier`` (``Participant <id>``, the id
-    of the download's names), ``Grade``, ``Last modified (grade)`` (it skips a student whose grade was changed
-    in Moodle after that time) and, if feedback comments are on, ``Feedback comments``. ``Full name`` and
-    ``Maximum Grade`` are for the reader. The assignment's maximum grade in Moodle must be at least the
-    grades written (Moodle skips larger ones). Returns the students left out.
+    of the download's names), ``Grade`` and ``Last modified (grade)`` (it skips a student whose grade was
+    changed in Moodle after that time). ``Full name`` and ``Maximum Grade`` are for the reader. There is no
+    ``Feedback comments`` column: Moodle would overwrite the comments written there with whatever it held. The
+    assignment's maximum grade in Moodle must be at least the grades written (Moodle skips larger ones).
+    Returns the students left out.
     """
     rows, left_out = _rows(students, "moodle")
-    stamp = (when or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S%z")  # strtotime reads ISO 8601
+    stamp = (when or datetime.now(UTC)).isoformat(timespec="seconds")  # ISO 8601, which strtotime reads
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(["Identifier", "Full name", "Grade", "Maximum Grade", "Last modified (grade)", "Feedback comments"])
+        w.writerow(["Identifier", "Full name", "Grade", "Maximum Grade", "Last modified (grade)"])
         for st in rows:
-            w.writerow([f"Participant {st.lms_id}", st.name, _points(st.score), _points(max_points), stamp,
-                        (comments or {}).get(st.sid, "")])
+            w.writerow([f"Participant {st.lms_id}", st.name, _points(st.score), _points(max_points), stamp])
     return left_out
 
 

@@ -76,8 +76,8 @@ def write_report(students: list[Student], tasks_max: dict[str, float], summary: 
             lines += [f"{who}.", ""]
         if st.source and st.source != st.sid:
             lines += [f"Submitted as `{st.source}`.", ""]
-        if st.penalty_why or st.late:
-            lines += [f"Late: {st.penalty_why or 'yes (no late penalty set)'}.", ""]
+        if st.late:
+            lines += [f"Late: {st.penalty_why.removeprefix('late: ') or 'no late penalty set'}.", ""]
         for note in st.notes:
             lines.append(f"- note: {note}")
         if st.notes:

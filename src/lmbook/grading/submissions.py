@@ -217,8 +217,9 @@ def _describe_rest(st: Student, items: list[_Item], kept: set[int]) -> None:
     """Notes on what else the student sent: links (never followed), other files, odd entries."""
     st.notes += [f"ignored a symbolic link: {it.shown} (to {it.link})" for it in items
                  if it.link is not None and id(it) not in kept]
+    many = sum(it.is_notebook and it.link is None for it in items) > 1  # the notebooks are named by _choose
     extra = [it.shown for it in items if it.link is None and not it.odd and it.path != st.notebook
-             and id(it) not in kept]
+             and id(it) not in kept and not (many and it.is_notebook)]
     if extra:
         st.notes.append(f"ignored {len(extra)} other file(s): {', '.join(extra[:8])}" + (" ..." if len(extra) > 8
                                                                                        else ""))
