@@ -101,7 +101,7 @@ ALLOW_ROOT = $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 lab: install
 	@if [ -n "$(ALLOW_ROOT)" ]; then echo "make lab: running as root, so JupyterLab gets --allow-root: the notebooks run as root (run make lab as a user where you can)."; fi
 	JUPYTER_CONFIG_PATH="$(CURDIR)/autograder/student-lab$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
-	  $(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.default_url=/lab/tree/exercises $(ALLOW_ROOT) $(LAB_ARGS)
+	  $(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/exercises $(ALLOW_ROOT) $(LAB_ARGS)
 
 # make grade SUBMISSIONS=path/to/download [ASSIGNMENT=ch02] [OUT=grading] [TIMEOUT=300] [LMS=canvas]
 #   [LATE_PENALTY=10%/day] [DUE="2026-03-01 23:59"] [PARTIAL_CREDIT=1] [GRADE_ARGS="--lms-column ..."]
@@ -117,7 +117,7 @@ grade: install
 # wrote in $(OUT)/course; then run make grade again to bring those scores into the grades and the LMS files.
 formgrader: install
 	@test -f "$(OUT)/course/nbgrader_config.py" || { echo "no nbgrader course in $(OUT)/course: run make grade first" >&2; exit 1; }
-	cd "$(OUT)/course" && $(BIN)/jupyter lab --ServerApp.default_url=/formgrader $(ALLOW_ROOT) $(LAB_ARGS)
+	cd "$(OUT)/course" && $(BIN)/jupyter lab --LabApp.default_url=/formgrader $(ALLOW_ROOT) $(LAB_ARGS)
 
 # Grade every exercise's sample submissions (correct, blank, partly wrong, broken) into grading-demo/.
 grade-demo: install

@@ -238,6 +238,24 @@ def test_a_download_is_recognised_by_its_names_and_a_plain_folder_by_none():
     assert lms.detect([("ann", True), ("bob", True), ("zoë_4411_ch01.ipynb", False)])[0] is None
 
 
+def test_the_stub_never_beats_a_notebook_with_answers_and_two_unnamed_answers_are_not_guessed(tmp_path):
+    from lmbook.grading.submissions import find_class
+
+    release = ROOT / "exercises" / A / NB  # what students start from
+    for folder, files in {"kim": {NB: "stub", "ch05 copy.ipynb": "full"},  # the stub has the assignment's name
+                          "lou": {"try1.ipynb": "wrong", "try2.ipynb": "full"},  # answers in both, neither named
+                          "max": {NB: "wrong", "scratch.ipynb": "full"}}.items():  # answers in both: the named one
+        for name, kind in files.items():
+            (tmp_path / folder).mkdir(exist_ok=True)
+            (tmp_path / folder / name).write_text(_content(kind), encoding="utf-8")
+    found = {st.sid: st for st in find_class(tmp_path, NB, release=release).students}
+    assert found["kim"].notebook.name == "ch05 copy.ipynb", found["kim"].notes
+    assert "the others are the released exercise with no answer written" in " ".join(found["kim"].notes)
+    assert found["lou"].notebook is None and found["lou"].status.startswith(
+        f"not graded: 2 notebooks and none named {NB} (try1.ipynb, try2.ipynb)"), found["lou"].status
+    assert found["max"].notebook.name == NB
+
+
 def _graded(sid: str, lms_name: str, lms_id: str, points: float, **kw) -> Student:
     st = Student(sid, lms=lms_name, lms_id=lms_id, name=kw.pop("name", sid), **kw)
     st.tasks = {"t": (points, MAX)}
@@ -459,3 +477,55 @@ def test_feedback_typesets_its_maths_with_no_network(trip, browser):
     assert "\\sqrt" not in text and "$$" not in text, "raw TeX left on the page"
     assert left == [], f"the page reached for the network: {left}"
     assert errors == [], errors
+
+
+# ----------------------------------------------------------------------------- partial credit
+
+
+def _cases_right(answer_source: str, hidden_seed: int) -> tuple[int, int]:
+    """How many of masked_attention's hidden cases an answer gets right, by the task's own reference and
+    comparison, counted here (case by case) and not by the grader."""
+    import math
+
+    import torch
+
+    from lmbook.grading.checks import case_inputs
+    from lmbook.grading.compare import to_reference
+    from lmbook.tasks.ch05 import check
+
+    scope = {"math": math, "torch": torch}
+    exec(answer_source, scope)  # noqa: S102 - the test's own answer
+    task = check.checks["masked_attention"]
+    right = 0
+    for k, case in enumerate(task.hidden_cases):
+        args, kwargs = case_inputs(case, hidden_seed, k, torch.device("cpu"))
+        with torch.no_grad():
+            got = scope["masked_attention"](*args, **kwargs)
+            want = task.reference(*to_reference(args), **to_reference(kwargs))  # as the checks do: in float64
+        right += task.compare(to_reference(got), want) is None
+    return right, len(task.hidden_cases)
+
+
+@pytest.mark.slow
+def test_partial_credit_gives_a_hidden_cell_its_points_in_proportion_to_the_cases_passed(trip, tmp_path):
+    solution = nbformat.read(ROOT / "solutions" / A / NB, as_version=4)  # the hidden tests are not released
+    call = r'check\("masked_attention", masked_attention, hidden=True, seed=(\d+)\)'
+    seed = next(int(m[1]) for c in solution.cells if (m := re.search(call, c.source)))
+    right, n = _cases_right(NO_CAUSAL_MASK, seed)
+    assert 0 < right < n, f"the wrong answer should pass some hidden cases and fail others: {right} of {n}"
+    (tmp_path / "subs" / "bob").mkdir(parents=True)
+    (tmp_path / "subs" / "bob" / NB).write_text(_nb("wrong"), encoding="utf-8")
+    out = tmp_path / "out"
+    shutil.copytree(trip["canvas"]["out"] / "course" / "lmbook_cache", out / "course" / "lmbook_cache")
+    r = subprocess.run([sys.executable, "-m", "lmbook.autograde", str(tmp_path / "subs"), "--assignment", A, "--out",
+                        str(out), "--course", str(ROOT / "autograder"), "--partial-credit"], capture_output=True,
+                       text=True, env=_env(), cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    row = rows(out)["bob"]
+    hidden_points = 3.0  # the hidden masked_attention cell's points; its visible cell (1 point) stays all or nothing
+    assert float(row["masked_attention"]) == pytest.approx(round(hidden_points * right / n, 2)), row
+    assert float(row["qkv_projections"]) == 2 and "0 results reused" not in r.stdout
+    feedback = (out / "feedback" / "bob.html").read_text(encoding="utf-8")
+    assert f"partial credit: {right} of {n} checks passed" in feedback
+    same_without = next(r for r in trip["canvas"]["rows"].values() if r["lms_id"] == "102")
+    assert float(same_without["masked_attention"]) == 0, "without --partial-credit the same answer earns 0"

@@ -117,10 +117,13 @@ def runs(tmp_path_factory):
     _set_by_hand(out / "course", {("doejane_101", "explain_scale"): 1.5, ("smithbob_103", "explain_scale"): 2.0,
                                   ("smithbob_103", "hidden_masked_attention"): 2.0})  # partial credit by hand
     found.append(grade())
-    # Bob resubmits: the mask is right now (his explanation is the same)
+    # Both resubmit: Bob's mask is right now (his explanation is the same); Jane rewrote her explanation only
     (subs / f"smithbob_103_3_{NB}").unlink()
     (subs / f"smithbob_103_4_{NB}").write_text(
         _student(release, {**good, "explain_scale": "Bigger scores make a peakier softmax."}), encoding="utf-8")
+    (subs / f"doejane_101_1_{NB}").unlink()
+    (subs / f"doejane_101_5_{NB}").write_text(
+        _student(release, {**good, "explain_scale": "To keep the scores' variance near 1."}), encoding="utf-8")
     found.append(grade())
     return {"runs": found, "out": out}
 
@@ -164,17 +167,27 @@ def test_scores_set_by_hand_count_and_show_as_set_by_hand(runs):
     assert not any("WARNING" in line for line in runs["runs"][1]["stdout"].splitlines()), "no resubmission yet"
 
 
+def _warnings(run: dict, sid: str) -> list[str]:
+    return [ln for ln in run["stdout"].splitlines() if ln.strip().startswith(f"{sid}: WARNING")]
+
+
 def test_a_resubmission_meeting_a_score_set_by_hand_is_warned_about_and_says_which_counts(runs):
     third = runs["runs"][2]
     bob = third["rows"]["smithbob_103"]
     assert float(bob["masked_attention"]) == 1 + 2.0, "the score set by hand counts (and the visible test's 1)"
-    warnings = [ln for ln in third["stdout"].splitlines() if ln.strip().startswith("smithbob_103: WARNING")]
-    assert len(warnings) == 2, third["stdout"][-2000:]
-    assert any("masked_attention: the score 2/3 set by hand in formgrader was set on an earlier submission" in w
-               and "this submission's autograde is 3/3" in w and "The score set by hand counts" in w
-               for w in warnings), warnings
-    assert "id=manual-warnings" in third["page"] and "smithbob_103" in third["page"]
-    assert not any("doejane_101: WARNING" in ln for ln in third["stdout"].splitlines()), "Jane did not resubmit"
+    # his hidden test's score was set on answers he has changed; his explanation, graded by hand, is unchanged
+    (warning,) = _warnings(third, "smithbob_103")
+    assert "masked_attention: the score 2/3 set by hand in formgrader was set on an earlier submission" in warning \
+        and "this submission's autograde is 3/3" in warning and "The score set by hand counts" in warning, warning
+    assert "id=manual-warnings" in third["page"]
+
+
+def test_an_answer_graded_by_hand_that_changed_is_warned_about_and_one_that_did_not_is_not(runs):
+    third = runs["runs"][2]
+    (warning,) = _warnings(third, "doejane_101")
+    assert "explain_scale: the score 1.5/2 set by hand" in warning and "its answer has changed since" in warning
+    assert float(third["rows"]["doejane_101"]["total"]) == AUTOGRADED + 1.5, "the score set by hand still counts"
+    assert not _warnings(runs["runs"][1], "doejane_101"), "no resubmission yet, no warning"
 
 
 @pytest.mark.skipif(os.environ.get("LMBOOK_SKIP_BROWSER_TESTS") == "1", reason="LMBOOK_SKIP_BROWSER_TESTS=1")
@@ -195,4 +208,4 @@ def test_the_warning_is_the_first_thing_on_the_class_page_and_the_table_finds_th
                               ".map(r => r.cells[0].textContent)")
         page.screenshot(path=str(runs["out"] / "class-check.png"), full_page=True)
         browser.close()
-    assert shown == ["smithbob_103"], shown
+    assert shown == ["doejane_101", "smithbob_103"], shown

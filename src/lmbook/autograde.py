@@ -105,7 +105,9 @@ def _read_results(st: Student, course: Path, assignment: str, autograded: Path, 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         # The gradebook's own list of graded cells, not the student's notebook: nothing a student
         # deletes or renames can drop a test from the total.
-        manual.read_grades(gb, st, assignment, autograded.stem, state)
+        texts = {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
+                 if c.metadata.get("nbgrader", {}).get("grade")}
+        manual.read_grades(gb, st, assignment, autograded.stem, state, texts)
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if not meta.get("grade") or cell.cell_type != "code":
@@ -416,14 +418,17 @@ def _nbgrader_error(log: str, sid: str) -> str:
 
 
 def _register_ungraded(students: list[Student], db_url: str) -> None:
-    """Students with nothing gradable still get a gradebook row, so `nbgrader export` lists them (with 0)."""
+    """Every student in the gradebook with what the LMS says of them (their LMS id, which `nbgrader export`
+    writes, and their name, which formgrader shows); those with nothing gradable too, so that `nbgrader export`
+    lists them (with 0)."""
     from nbgrader.api import Gradebook
 
-    missing = [st for st in students if st.notebook is None or st.status.startswith(("could not", "nbgrader"))]
-    if missing:
-        with Gradebook(db_url) as gb:
-            for st in missing:
-                gb.update_or_create_student(st.sid)
+    with Gradebook(db_url) as gb:
+        for st in students:
+            first, _, last = st.name.rpartition(" ") if " " in st.name else ("", "", st.name)
+            known = {k: v for k, v in (("lms_user_id", st.lms_id), ("first_name", first), ("last_name", last)) if v}
+            if known or st.notebook is None or st.status.startswith(("could not", "nbgrader")):
+                gb.update_or_create_student(st.sid, **known)
 
 
 def grade_several(submissions: Path, out: Path, assignments: list[str], config_dir: Path, source: Path,
