@@ -69,6 +69,7 @@ def write_folder(dest: Path) -> None:
 ZIP_CASES: dict[str, tuple[str, list[float], str]] = {
     "honest": ("honest", FULL, ""),
     "JosQ": ("José", FULL, "the zip says the name 'José/"),  # flagged UTF-8, its bytes are Latin-1 (patched below)
+    "MQller": ("Müller", FULL, "read it as code page 437"),  # no flag, a DOS name in cp437 bytes (patched below)
     "longfolder": ("longfolder", FULL, "a file name in the zip is too long to unpack (300 bytes"),
     "deeppath": ("deeppath", ZERO, "nested too deep to unpack"),
     "twice": ("twice", FULL, "its last copy was unpacked, as unzip does"),
@@ -79,12 +80,19 @@ def write_zip(path: Path) -> None:
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr(f"honest/{NB}", good())
         zf.writestr(f"JosQ/{NB}", good())
+        zf.writestr(f"MQller/{NB}", good())
         zf.writestr(zipfile.ZipInfo(f"longfolder/{'x' * 300}/"), "")  # a folder entry: it made mkdir fail
         zf.writestr(f"longfolder/{NB}", good())
         zf.writestr("deeppath/" + "sub/" * 1100 + NB, good())  # over 4000 bytes of path
         zf.writestr(f"twice/{NB}", wrong())  # the first copy: unzip and the LMS keep the last one
         zf.writestr(f"twice/{NB}", good())
     _flag_utf8_with_latin1_name(path, b"JosQ", b"Jos\xe9")
+    _rename(path, b"MQller", b"M\x81ller")  # cp437's ü
+
+
+def _rename(path: Path, old: bytes, new: bytes) -> None:
+    """An entry's name bytes replaced in both its headers (the flags left as they are)."""
+    path.write_bytes(path.read_bytes().replace(old, new))
 
 
 def _flag_utf8_with_latin1_name(path: Path, old: bytes, new: bytes) -> None:
