@@ -326,7 +326,7 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
     classreport.write_class_page(summary, out)
     left_out = _write_lms_file(found.lms, students, assignment, sum(tasks_max.values()), lms_column, out)
     reports.write_summary(students, out, time.perf_counter() - started, phases, lms=found.lms, left_out=left_out,
-                          download_notes=found.notes)
+                          download_notes=found.notes, course=course)
     return students
 
 
@@ -468,7 +468,7 @@ def _say(out: Path, students: list[Student], label: str = "") -> None:
         print(f"  {note}")
     if s.get("pending"):
         print(f"  {s['pending']} submissions have answers to grade by hand: grade them in formgrader (make formgrader "
-              f"OUT={out}), then run the same command again.")
+              f"OUT={Path(s['course']).parent}), then run the same command again.")
     for st in students:
         if st.status != "graded":
             print(f"  {st.sid}: {st.status}")
@@ -545,6 +545,8 @@ def _run(p: argparse.ArgumentParser, a: argparse.Namespace) -> int:
     out = a.out.resolve()
     names = a.assignment or ["ch01"]
     assignments = resolve_assignments(names, source)
+    if a.lms_column and len(assignments) > 1:
+        p.error("--lms-column names one assignment's column: grade the assignments one at a time to use it")
     kwargs = {"timeout": a.timeout, "workers": a.workers, "use_sandbox": not a.no_sandbox, "progress": True,
               "max_notebook_bytes": int(a.max_notebook_mb * MB),
               "zip_limits": ZipLimits(max_total_bytes=int(a.max_unzip_gb * GiB)), "lms_name": a.lms,

@@ -111,7 +111,7 @@ def write_suspicious(students: list[Student], path: Path) -> None:
 
 def write_summary(students: list[Student], out: Path, seconds: float, phases: dict[str, float],
                   lms: str | None = None, left_out: list[str] | None = None,
-                  download_notes: list[str] | None = None) -> None:
+                  download_notes: list[str] | None = None, course: Path | None = None) -> None:
     ok = [st for st in students if st.status == "graded"]
     partial = [st for st in students if st.status.startswith("graded what ran")]
     failed = [st for st in students if not st.status.startswith("graded")]
@@ -121,6 +121,6 @@ def write_summary(students: list[Student], out: Path, seconds: float, phases: di
                "pending": sum(bool(st.pending) for st in students), "late": sum(st.late for st in students),
                "manual_warnings": sum(bool(st.warnings) for st in students), "lms": lms,
                "lms_rows": len(students) - len(left_out or []) if lms else 0, "left_out": left_out or [],
-               "download": download_notes or [],
+               "download": download_notes or [], "course": str(course or out / "course"),
                "seconds": round(seconds, 1), "phase_seconds": {k: round(v, 1) for k, v in phases.items()}}
     (out / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
