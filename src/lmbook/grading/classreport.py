@@ -87,7 +87,7 @@ def summarize(assignment: str, students: Sequence[Student], tasks_max: dict[str,
                 holders.setdefault((task, name), []).append(st.sid)
         for task, (score, maxp) in st.tasks.items():
             if score < maxp and task not in st.pending and not st.mistakes.get(task) and task in st.messages \
-                    and task not in st.manual:
+                    and task not in st.manual and task not in st.forbidden and not st.suspicious:  # those: to review
                 kinds.setdefault((task, failure_kind(st.messages[task], task)), []).append(st.sid)
     order = list(tasks_max)
 
@@ -236,6 +236,7 @@ padding:.5rem .9rem;min-width:7rem}.card b{display:block;font-size:1.5rem}
 #students th[data-dir=asc]::after{content:" ▲"}#students th[data-dir=desc]::after{content:" ▼"}
 #students td.full{background:#e8f1f9}#students td.partial{background:#fdf3dc}#students td.zero{background:#fae3e6}
 #students td.pending{background:#eee;font-style:italic}#students td.msg{max-width:26rem;font-size:.82rem}
+.wide{overflow-x:auto;max-width:100%}
 .tools{display:flex;gap:.8rem;align-items:center;flex-wrap:wrap;margin:.5rem 0}.tools input{min-width:18rem}
 .tag{display:inline-block;border-radius:3px;padding:0 .3rem;margin:0 .15rem .1rem 0;font-size:.78rem;
 background:#eee}.tag.flagged,.tag.check{background:#d1495b;color:#fff}.tag.late{background:#f2b134}
@@ -373,7 +374,8 @@ def _student_table(students: Sequence[Student], tasks_max: dict[str, float], out
              ' aria-label="filter the students">'
              f'<label>show <select id=show>{options}</select></label><span id=shown class=lead></span></div>')
     head = "".join(f"<th>{e(h)}</th>" for h in heads)
-    return f'{tools}<table id=students><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return (f'{tools}<div class=wide><table id=students><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody>'
+            "</table></div>")
 
 
 def write_class_page(s: ClassSummary, out: Path) -> Path:
