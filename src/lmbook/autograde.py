@@ -320,11 +320,12 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
     summary = classreport.summarize(assignment, students, tasks_max, late_policy=late_policy,
                                     lms=found.lms, download_notes=found.notes, manual_tasks=[
                                         t for t, k in kinds.items() if k == "markdown"])
+    left_out = _write_lms_file(found.lms, students, assignment, sum(tasks_max.values()), lms_column, out)
+    summary.left_out = left_out
     reports.write_grades(students, tasks_max, out / "grades.csv")
     reports.write_report(students, tasks_max, summary, out / "report.md")
     reports.write_suspicious(students, out / "suspicious.md")
     classreport.write_class_page(summary, out)
-    left_out = _write_lms_file(found.lms, students, assignment, sum(tasks_max.values()), lms_column, out)
     reports.write_summary(students, out, time.perf_counter() - started, phases, lms=found.lms, left_out=left_out,
                           download_notes=found.notes, course=course)
     return students

@@ -67,6 +67,7 @@ class ClassSummary:
     download_notes: list[str] = field(default_factory=list)
     students: list[Student] = field(default_factory=list)  # the class, for the page's table of every student
     tasks_max: dict[str, float] = field(default_factory=dict)
+    left_out: list[str] = field(default_factory=list)  # students not in the LMS's import file, and why
 
 
 def summarize(assignment: str, students: Sequence[Student], tasks_max: dict[str, float], *,
@@ -155,6 +156,9 @@ def summary_markdown(s: ClassSummary) -> list[str]:
     lines += ["", "## Scores set by hand (formgrader)", ""]
     lines += [f"- **{sid}: {w}**" for sid, w in s.warnings]
     lines += [f"- {sid}, {task}: {p:g}" for sid, task, p in s.manual] or ["None."]
+    if s.lms:
+        lines += ["", f"## The grades to upload: grades-{s.lms}.csv", ""]
+        lines += [f"- left out: {why}" for why in s.left_out] or ["Every student is in it."]
     lines += ["", f"## Late ({s.late_policy or 'no late penalty set'})", ""]
     lines += [f"- {sid}: {why}" for sid, why in s.late] or ["None."]
     for title, rows in (("To review (flagged, or a ready-made answer)", s.flagged), ("Could not be run", s.not_run),
@@ -406,7 +410,11 @@ def write_class_page(s: ClassSummary, out: Path) -> Path:
             + (f"Late penalty: {html.escape(s.late_policy)}." if s.late_policy else "No late penalty set.")
             + (f" Answers graded by hand are not in the totals until graded ({pending} students)."
                if pending else "") + "</p>"]
-    lead += [f'<p class="lead">{html.escape(n)}</p>' for n in s.download_notes]
+    lead += [f'<p class="lead">{html.escape(n[0].upper() + n[1:])}.</p>' for n in s.download_notes]
+    if s.lms:
+        upload = (f"The grades to upload: <b>grades-{s.lms}.csv</b>, {len(students) - len(s.left_out)} students"
+                  + (f"; left out: {html.escape('; '.join(s.left_out))}" if s.left_out else ", none left out") + ".")
+        lead.append(f'<p class="lead" id=upload>{upload}</p>')
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
