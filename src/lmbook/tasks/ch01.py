@@ -513,4 +513,7 @@ TRAIN_LM = Check(
 )
 
 CHECKS = [LOG_SOFTMAX, CROSS_ENTROPY, PERPLEXITY, FFNN_FORWARD, SGNS_LOSS, TRAIN_LM]
-check = Registry(CHECKS)
+
+from .questions.ch01 import QUESTIONS  # noqa: E402 (the thinking questions, after the code tasks)
+
+check = Registry(CHECKS + QUESTIONS)

@@ -737,4 +737,7 @@ SAMPLE = Check(
 )
 
 CHECKS = [RNN_CELL, RNN_FORWARD, LSTM_CELL, GRU_CELL, CLIP_GRAD_NORM, CLASSIFY, FILTER_PROBS, SAMPLE]
-check = Registry(CHECKS)
+
+from .questions.ch02 import QUESTIONS  # noqa: E402 (the thinking questions, after the code tasks)
+
+check = Registry(CHECKS + QUESTIONS)

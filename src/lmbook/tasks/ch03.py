@@ -721,4 +721,7 @@ BLEU_CHECK = Check(
 )
 
 CHECKS = [TEACHER_FORCING_LOSS, GREEDY, BEAM, BLEU_CHECK]
-check = Registry(CHECKS)
+
+from .questions.ch03 import QUESTIONS  # noqa: E402 (the thinking questions, after the code tasks)
+
+check = Registry(CHECKS + QUESTIONS)

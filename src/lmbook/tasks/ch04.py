@@ -531,4 +531,7 @@ BAHDANAU_STEP = Check(
 )
 
 CHECKS = [DOT, MULTIPLICATIVE, ADDITIVE, ATTEND, BAHDANAU_STEP]
-check = Registry(CHECKS)
+
+from .questions.ch04 import QUESTIONS  # noqa: E402 (the thinking questions, after the code tasks)
+
+check = Registry(CHECKS + QUESTIONS)
