@@ -46,3 +46,16 @@ def test_soft_lookup_draws_the_weights_it_is_given_one_per_key():
     d = diagram_seq.soft_lookup([0.25, 0.75], [1, 3], 2.5)
     drawn = labels(d)
     assert "0.25" in drawn and "0.75" in drawn and "2.50" in drawn
+
+
+def test_beam_tree_keeps_the_k_best_and_ends_elsewhere_than_greedy():
+    logp = diagram_seq.BEAM_EXAMPLE
+    score = {p: sum(logp[p[:i + 1]] for i in range(len(p))) for p in logp}
+    greedy = ""
+    for _ in range(3):  # the best next token after greedy's own prefix
+        greedy = max((p for p in logp if len(p) == len(greedy) + 1 and p.startswith(greedy)), key=logp.get)
+    d = diagram_seq.beam_search_tree(k=2)
+    assert d.problems() == []
+    drawn = labels(d)
+    assert "B A B   \u22121.8" in drawn and "A C A   \u22122.1" in drawn
+    assert greedy == "ACA" and max((p for p in score if len(p) == 3 and p[:2] in ("AC", "BA")), key=score.get) == "BAB"

@@ -218,3 +218,39 @@ def attention_step(alpha: Sequence[float] = (0.05, 0.1, 0.75, 0.1)) -> Diagram:
     d.arrow(c.top, out.bottom)
     d.arrow(s.left, out.right)
     return d.check()
+
+
+# A made-up three-word vocabulary {A, B, C} and log-probabilities, chosen so that greedy decoding
+# (A, then C, then A: -2.1) and the beam of two (B, A, B: -1.8) end on different outputs.
+BEAM_EXAMPLE: dict[str, float] = {  # prefix -> log P(last token | the rest)
+    "A": -0.5, "B": -0.9, "C": -2.3,
+    "AA": -1.6, "AB": -1.2, "AC": -0.9, "BA": -0.3, "BB": -2.5, "BC": -1.9,
+    "BAA": -1.0, "BAB": -0.6, "BAC": -1.5, "ACA": -0.7, "ACB": -2.0, "ACC": -1.8,
+}
+
+
+def beam_search_tree(k: int = 2, logp: dict[str, float] | None = None) -> Diagram:
+    """Chapter 3: beam search with a beam of k over three steps. Each column holds the candidates of one
+    step, every extension of every prefix kept at the step before, with its score log P(y_1..y_t | x);
+    the k best are kept (purple), the others pruned (grey)."""
+    logp = BEAM_EXAMPLE if logp is None else logp
+    score = {p: sum(logp[p[:i + 1]] for i in range(len(p))) for p in logp}
+    d = Diagram(height=4.0)
+    xs, y_top, row = [0.45, 1.75, 3.55, 5.55], 3.3, 0.5
+    start = d.box((xs[0], y_top - 2.5 * row), "<bos>", role="input", size=SMALL_PT, w=0.7, h=0.36)
+    parents = {"": start}
+    for t in (1, 2, 3):
+        d.text((xs[t], y_top + 0.45), f"step {t}", size=SMALL_PT, color=MUTED)
+        # grouped by parent, in the parents' order from top to bottom, so that no arrows cross
+        candidates = [p for parent in parents for p in logp if len(p) == t and p[:-1] == parent]
+        kept = sorted(candidates, key=score.get, reverse=True)[:k]
+        boxes = {}
+        for i, p in enumerate(candidates):
+            y = y_top - i * row if len(candidates) > 3 else y_top - (1 + 1.5 * i) * row
+            label = f"{' '.join(p)}   {score[p]:.1f}".replace("-", "\u2212")  # a true minus sign
+            boxes[p] = d.box((xs[t], y), label,
+                             role="state" if p in kept else "mask", size=SMALL_PT, w=1.15, h=0.36)
+            d.arrow(parents[p[:-1]].right, boxes[p].left)
+        parents = {p: boxes[p] for p in candidates if p in kept}
+    d.text((xs[3], y_top - 6 * row + 0.05), f"kept: the {k} best (purple)", size=SMALL_PT, color=MUTED)
+    return d.check()
