@@ -27,12 +27,16 @@ FULL, ZERO = [2.0, 4.0], [0.0, 0.0]
 WRONG_MASK = "def masked_attention(Q, K, V, key_mask, causal):\n    return V, None"
 
 
+def _answers() -> dict[str, str]:  # the two tasks only: any thinking question stays blank
+    return {k: v for k, v in solution_answers(A).items() if k in ("qkv_projections", "masked_attention")}
+
+
 def good() -> str:
-    return nbformat.writes(fill(solution_answers(A), A))
+    return nbformat.writes(fill(_answers(), A))
 
 
 def wrong() -> str:
-    return nbformat.writes(fill({**solution_answers(A), "masked_attention": WRONG_MASK}, A))
+    return nbformat.writes(fill({**_answers(), "masked_attention": WRONG_MASK}, A))
 
 
 def nested(depth: int) -> str:

@@ -39,8 +39,11 @@ CHROMIUM = Path("/usr/bin/chromium")
 A = "ch05"  # no training task: seconds per notebook
 NB = notebook_name(A)
 STEM = NB.removesuffix(".ipynb")
-GOOD = solution_answers(A)
-MAX = 6.0  # qkv_projections 2, masked_attention 4 (1 visible + 3 hidden)
+TASKS = ("qkv_projections", "masked_attention")  # 2 and 4 points (masked_attention: 1 visible + 3 hidden)
+# The class answers these two tasks; any other graded cell of the exercise (a thinking question) stays blank
+GOOD = {task: answer for task, answer in solution_answers(A).items() if task in TASKS}
+MAX = float(sum(c.metadata["nbgrader"]["points"] for c in nbformat.read(
+    ROOT / "solutions" / A / NB, as_version=4).cells if c.metadata.get("nbgrader", {}).get("grade")))
 NO_CAUSAL_MASK = '''
 def masked_attention(Q, K, V, key_mask, causal):
     scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
@@ -48,7 +51,7 @@ def masked_attention(Q, K, V, key_mask, causal):
     return A @ V, A
 '''
 DUE = "2026-03-01T23:59"
-PENALTY = 0.6  # --late-penalty 10% of 6 points
+PENALTY = round(0.1 * MAX, 2)  # --late-penalty 10% of the exercise's points
 
 
 def _nb(kind: str) -> str:
@@ -256,9 +259,12 @@ def test_the_stub_never_beats_a_notebook_with_answers_and_two_unnamed_answers_ar
     assert found["max"].notebook.name == NB
 
 
+OUT_OF = 6.0  # the made-up class's maximum
+
+
 def _graded(sid: str, lms_name: str, lms_id: str, points: float, **kw) -> Student:
     st = Student(sid, lms=lms_name, lms_id=lms_id, name=kw.pop("name", sid), **kw)
-    st.tasks = {"t": (points, MAX)}
+    st.tasks = {"t": (points, OUT_OF)}
     return st
 
 
@@ -266,7 +272,7 @@ def test_the_import_files_hold_only_final_grades_of_students_the_lms_knows(tmp_p
     students = [_graded("a", "canvas", "101", 6), _graded("b", "canvas", "102", 2, penalty=0.6),
                 _graded("c", "canvas", "103", 4), _graded("plain", "", "", 6)]
     students[2].pending = {"explain": 2.0}  # its grade will change: it never reaches the LMS yet
-    left_out = lms.write_canvas(students, "Exercise 5 (4412)", MAX, tmp_path / "c.csv")
+    left_out = lms.write_canvas(students, "Exercise 5 (4412)", OUT_OF, tmp_path / "c.csv")
     columns, possible, grades = canvas_import(tmp_path / "c.csv")
     assert (columns, possible, grades) == (["Exercise 5 (4412)"], {"Exercise 5 (4412)": "6"},
                                            {"101": 6.0, "102": 1.4})
@@ -276,8 +282,8 @@ def test_the_import_files_hold_only_final_grades_of_students_the_lms_knows(tmp_p
 
 def test_the_moodle_worksheet_and_the_blackboard_upload_read_as_their_lms_reads_them(tmp_path):
     moodle = [_graded("Jane_Doe_201", "moodle", "201", 6, name="Jane Doe"), _graded("x", "moodle", "202", 2.5)]
-    lms.write_moodle(moodle, MAX, tmp_path / "m.csv")
-    assert moodle_import(tmp_path / "m.csv", MAX) == {"201": 6.0, "202": 2.5}
+    lms.write_moodle(moodle, OUT_OF, tmp_path / "m.csv")
+    assert moodle_import(tmp_path / "m.csv", OUT_OF) == {"201": 6.0, "202": 2.5}
     bb = [_graded("jdoe", "blackboard", "jdoe", 6, name="Jane Q Doe"), _graded("b", "blackboard", "b,x\"y", 3)]
     lms.write_blackboard(bb, 'Exercise 5 [Total Pts: 6 Score] |1234', tmp_path / "b.csv")
     assert blackboard_import(tmp_path / "b.csv") == ("Exercise 5 [Total Pts: 6 Score] |1234",
@@ -328,7 +334,7 @@ def _expected(lms_name: str) -> dict[str, float]:
 @pytest.mark.slow
 def test_canvas_import_file_holds_exactly_the_class(trip):
     columns, possible, grades = canvas_import(trip["canvas"]["out"] / "grades-canvas.csv")
-    assert columns == [A] and possible == {A: "6"}, (columns, possible)
+    assert columns == [A] and possible == {A: f"{MAX:g}"}, (columns, possible)
     assert grades == pytest.approx(_expected("canvas")), grades
 
 
@@ -340,7 +346,7 @@ def test_moodle_worksheet_holds_exactly_the_class(trip):
 @pytest.mark.slow
 def test_blackboard_upload_holds_exactly_the_class(trip):
     column, grades = blackboard_import(trip["blackboard"]["out"] / "grades-blackboard.csv")
-    assert column == f"{A} [Total Pts: 6 Score]"
+    assert column == f"{A} [Total Pts: {MAX:g} Score]"
     assert grades == pytest.approx(_expected("blackboard")), grades
 
 
@@ -372,7 +378,7 @@ def test_late_submissions_are_marked_and_the_penalty_is_stated(trip):
         by_id = {row["lms_id"]: row for row in trip[lms_name]["rows"].values()}
         late = {i for i, row in by_id.items() if row["late"] == "yes"}
         assert late == {late_id}, (lms_name, late)
-        assert by_id[late_id]["penalty"] == "0.6"
+        assert float(by_id[late_id]["penalty"]) == PENALTY
         page = (trip[lms_name]["out"] / "class.html").read_text(encoding="utf-8")
         assert "Late penalty: 10% of the assignment&#x27;s points if late." in page
     moodle = trip["moodle"]["rows"].values()
@@ -382,7 +388,7 @@ def test_late_submissions_are_marked_and_the_penalty_is_stated(trip):
 @pytest.mark.slow
 def test_blackboard_grades_the_latest_attempt_and_names_the_student_from_the_receipt(trip):
     row = next(r for r in trip["blackboard"]["rows"].values() if r["lms_id"] == "z_muller")
-    assert (row["student"], row["name"], row["total"]) == ("z_muller", "Zoë Müller", "6")
+    assert (row["student"], row["name"], float(row["total"])) == ("z_muller", "Zoë Müller", 6.0)
     report = (trip["blackboard"]["out"] / "report.md").read_text(encoding="utf-8")
     assert "2 attempts: graded the latest, of 2026-02-28 18:30" in report
 

@@ -32,7 +32,10 @@ CHROMIUM = Path("/usr/bin/chromium")
 MODEL_ANSWER = ("The dot product of two random vectors of size $d_k$ has a variance that grows with $d_k$: divided "
                 "by $\\sqrt{d_k}$ the scores keep unit variance, and the softmax does not saturate.")
 WRONG_MASK = "def masked_attention(Q, K, V, key_mask, causal):\n    return V, None"
-AUTOGRADED, EXPLAIN = 6.0, 2.0  # exercise 5's tasks, and the question's points
+EXPLAIN = 2.0  # the question's points
+# every autograded point of exercise 5 (its tasks' test cells, and any other code test cell it has)
+AUTOGRADED = float(sum(c.metadata["nbgrader"]["points"] for c in nbformat.read(
+    ROOT / "solutions" / A / NB, as_version=4).cells if c.metadata.get("nbgrader", {}).get("grade")))
 
 
 def _source_with_a_question(dest: Path) -> Path:
@@ -147,7 +150,8 @@ def test_pending_grades_are_kept_out_of_the_lms_file_until_graded(runs):
     first, second = runs["runs"][0], runs["runs"][1]
     assert first["canvas"] == {"102": "0"}, f"only final grades are uploaded: {first['canvas']}"
     assert "2 submissions have answers to grade by hand" in first["stdout"]
-    assert second["canvas"] == {"101": "7.5", "102": "0", "103": "6"}, second["canvas"]
+    # Bob: every autograded point but masked_attention's 4, then 2 set by hand on its hidden cell, 2 for his answer
+    assert second["canvas"] == {"101": f"{AUTOGRADED + 1.5:g}", "102": "0", "103": f"{AUTOGRADED - 4 + 2 + 2:g}"}
 
 
 def test_the_class_page_lists_the_answers_to_grade_by_hand(runs):
