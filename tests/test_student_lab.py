@@ -8,6 +8,7 @@ import json
 import os
 import posixpath
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,8 +35,15 @@ def _get(url: str) -> tuple[int, str]:
         return e.code, ""
 
 
+def _checkpoints() -> set:
+    return {p for top in ("exercises", "book", "solutions") for p in (ROOT / top).glob("**/.ipynb_checkpoints")}
+
+
 @pytest.fixture(scope="module")
 def lab():
+    # Opening a notebook makes JupyterLab write a .ipynb_checkpoints folder beside it: the test removes the
+    # ones it made, so the repository is left as it was found.
+    checkpoints_before = _checkpoints()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -57,6 +65,8 @@ def lab():
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         output = proc.communicate(timeout=60)[0]
+        for made in _checkpoints() - checkpoints_before:
+            shutil.rmtree(made, ignore_errors=True)
         if os.getuid() == 0:
             assert "make lab: running as root, so JupyterLab gets --allow-root" in output, output[-2000:]
 
