@@ -45,13 +45,18 @@ $(VENDOR)/.done: package.json package-lock.json book/_js/widgets-require-config.
 	cp $(WIDGETS_DIST)/embed-amd.js $(WIDGETS_DIST)/*.woff* $(WIDGETS_DIST)/*.ttf $(WIDGETS_DIST)/*.eot $(WIDGETS_DIST)/*.svg $(VENDOR)/html-manager/
 	touch $@
 
+# The programs the book and lab targets run; tests/test_kernels.py puts a probe in their place, to start a kernel
+# with exactly the environment these targets give JupyterLab and Jupyter Book.
+JUPYTER_BOOK ?= $(BIN)/jupyter-book
+JUPYTER_LAB ?= $(BIN)/jupyter lab
+
 book: install
-	$(BIN)/jupyter-book build . --all -W -n --keep-going
+	$(JUPYTER_BOOK) build . --all -W -n --keep-going
 	@echo "Book built: $(abspath _build/html/index.html)"
 
 # The instructor's edition: the book plus the solutions (with hidden tests). Not for publishing to students.
 book-instructor: install
-	$(BIN)/jupyter-book build . --all -W -n --keep-going --toc _toc_instructor.yml --path-output _build/instructor
+	$(JUPYTER_BOOK) build . --all -W -n --keep-going --toc _toc_instructor.yml --path-output _build/instructor
 	@echo "Instructor edition built: $(abspath _build/instructor/_build/html/index.html)"
 
 # Debian packages the tests need: bubblewrap (the grader's sandbox) and chromium (the browser tests).
@@ -95,7 +100,7 @@ lint: install
 	$(BIN)/ruff check src tests bench autograder book/_ext
 
 lab: install
-	$(BIN)/jupyter lab exercises/
+	$(JUPYTER_LAB) exercises/
 
 # make grade SUBMISSIONS=path/to/submissions [ASSIGNMENT=ch02] [OUT=grading]
 # Several: ASSIGNMENT="ch01 ch02" or ASSIGNMENT=all, with SUBMISSIONS/<assignment>/<student>/...

@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
+from page_figures import drawing_cells, executed_notebook, has_outputs, linked_images
 
 from lmbook.tasks import ASSIGNMENTS
 
@@ -55,6 +56,30 @@ def test_every_chapter_page_has_an_interactive_figure_with_saved_widget_state(si
     html = (site / "book" / f"{page}.html").read_text()
     assert "application/vnd.jupyter.widget-state+json" in html
     assert '"model_name": "LinkModel"' in html and '"model_name": "StackModel"' in html
+
+
+# The book's own pages (not the exercises) that run code: each has an executed notebook beside the site.
+CODE_PAGES = [page for page in re.findall(r"(?:file|root): (book/\S+)", (ROOT / "_toc.yml").read_text())
+              if "{code-cell}" in (ROOT / f"{page}.md").read_text()]
+
+
+@pytest.mark.parametrize("page", CODE_PAGES)
+def test_every_figure_a_page_draws_is_on_the_page(site, page):
+    notebook = executed_notebook(site, page)
+    cells = drawing_cells(notebook)
+    assert cells, f"{page} draws no figure at all: every chapter shows its results and its architecture"
+    # myst-nb writes a notebook served from its execution cache without outputs: this site must be built fresh
+    assert has_outputs(notebook), f"{notebook} holds no outputs at all: was it served from the execution cache?"
+    on_page = linked_images((site / f"{page}.html").read_text())
+    missing = []
+    for cell in cells:
+        where = f"{page}, cell {cell.index} ({cell.first_line[:50]!r})"
+        if not cell.images:
+            missing.append(f"{where} draws a figure but output no image (a kernel with MPLBACKEND set?)")
+        missing += [f"{where}: its image {name} is not on the page" for name in cell.images if name not in on_page]
+        missing += [f"{where}: its image {name} is not in the site" for name in cell.images
+                    if not (site / "_images" / name).exists()]
+    assert not missing, "\n".join(missing)
 
 
 def test_no_cell_error_or_warning_text_in_the_pages(site):
