@@ -7,11 +7,17 @@ scripts are de-duplicated here.
 The tables of contents find the exercises and solutions by folder, and a page is titled by its first
 heading: a solution notebook (generated from the same source as its exercise) says "Exercise N", which
 becomes "Solution N" in the instructor's edition.
+
+The book's own style sheet (static/lmbook.css) sizes code so that a line of the pages' longest fits the column.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from docutils import nodes
+
+STATIC = Path(__file__).resolve().parent / "static"
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
@@ -36,7 +42,13 @@ def _title_solutions(app, doctree) -> None:
             title.replace(text, nodes.Text("Solution " + str(text)[len("Exercise "):]))
 
 
+def _add_static(app, config) -> None:
+    config.html_static_path.append(str(STATIC))
+
+
 def setup(app):
+    app.connect("config-inited", _add_static)
+    app.add_css_file("lmbook.css")
     app.connect("html-page-context", _dedupe_scripts)
     # before Sphinx records the page's title for the table of contents (its collector runs at 500)
     app.connect("doctree-read", _title_solutions, priority=100)
