@@ -1,6 +1,7 @@
 """The online book: a clean, offline build with every cell executed, and pages that load nothing external."""
 
 import re
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,29 @@ def test_every_figure_a_page_draws_is_on_the_page(site, page):
         missing += [f"{where}: its image {name} is not in the site" for name in cell.images
                     if not (site / "_images" / name).exists()]
     assert not missing, "\n".join(missing)
+
+
+def _expected_boxes(site: Path) -> list[tuple[str, str]]:
+    """(page, text) of every "expected result" box (lmbook.expected) the built pages show."""
+    boxes = []
+    for page in _pages(site):
+        for quote in re.findall(r"<blockquote>(.*?)</blockquote>", page.read_text(), re.S):
+            text = " ".join(unescape(re.sub(r"<[^>]+>", "", quote)).split())
+            if text.startswith(("Expected result", "For comparison")):
+                boxes.append((str(page.relative_to(site)), text))
+    return boxes
+
+
+def test_no_expected_result_box_of_the_project_build_says_the_run_is_off(site):
+    boxes = _expected_boxes(site)
+    assert boxes, "no expected-result box found on any page"
+    off = [f"{page}: {text}" for page, text in boxes if "outside that band" in text]
+    assert not off, "the project's own build is outside the benchmarks' band:\n" + "\n".join(off)
+
+
+def test_every_expected_result_box_has_a_benchmark_figure(site):
+    missing = [f"{page}: {text}" for page, text in _expected_boxes(site) if "not been benchmarked" in text]
+    assert not missing, "`make bench-chapters CHAPTERS=...` measures these:\n" + "\n".join(missing)
 
 
 def test_no_cell_error_or_warning_text_in_the_pages(site):
