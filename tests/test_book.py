@@ -1,10 +1,12 @@
 """The online book: a clean, offline build with every cell executed, and pages that load nothing external."""
 
 import re
+import subprocess
 from html import unescape
 from pathlib import Path
 
 import pytest
+import yaml
 from page_figures import drawing_cells, executed_notebook, has_outputs, linked_images
 
 from lmbook.tasks import ASSIGNMENTS
@@ -149,10 +151,63 @@ def test_bibliography_lists_the_papers_chapters_cite(site):
     assert "references.html#id" in chapter, "chapter 1's citations should link to the bibliography"
 
 
-def test_pages_offer_notebook_download_and_launch_links(site):
+def _theme_options() -> dict:
+    return yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]["config"]["html_theme_options"]
+
+
+def _tracked_files() -> set[str]:
+    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return set(out.splitlines())
+
+
+def test_pages_offer_their_notebook_for_download(site):
     html = (site / "book" / "ch01_feedforward_lm.html").read_text()
     assert "_sources/book/ch01_feedforward_lm" in html, "no download link for the page's source"
-    assert "mybinder.org/v2/gh/lmbook/lmbook" in html and "colab.research.google.com" in html
+
+
+def test_the_repository_is_named_in_one_setting_only():
+    url = _theme_options()["repository_url"]
+    found = subprocess.run(["git", "grep", "-l", "-F", url.removeprefix("https://"), "--", ".", ":!tests"],
+                           cwd=ROOT, capture_output=True, text=True).stdout.split()
+    assert found == ["_config.yml"], f"the repository URL is also typed in {[f for f in found if f != '_config.yml']}"
+
+
+def test_every_launch_and_repository_link_is_built_from_the_setting_and_opens_a_file_the_repository_has(site):
+    options = _theme_options()
+    url, branch = options["repository_url"].rstrip("/"), options["repository_branch"]
+    binder = f"{options['launch_buttons']['binderhub_url'].rstrip('/')}/v2/gh/{url.removeprefix('https://github.com/')}"
+    tracked, problems, launches = _tracked_files(), [], 0
+    for page in _pages(site):
+        for attrs in re.findall(r"<a\b([^>]*)>", page.read_text()):
+            href = unescape(next(iter(re.findall(r'\bhref="([^"]*)"', attrs)), ""))
+            button = "btn" in next(iter(re.findall(r'\bclass="([^"]*)"', attrs)), "")
+            if "mybinder.org" in href:
+                launches += 1
+                m = re.fullmatch(re.escape(binder) + "/" + re.escape(branch) + r"\?urlpath=lab/tree/(.+)", href)
+                if m is None:
+                    problems.append(f"{page.name}: a Binder link not built from the setting: {href}")
+                elif m.group(1) not in tracked:
+                    problems.append(f"{page.name}: Binder would open {m.group(1)}, which the repository does not have")
+            elif "colab.research.google.com" in href:
+                problems.append(f"{page.name}: a Colab link, which cannot open the page: {href}")
+            elif button and "github.com/" in href and not href.startswith(url):
+                problems.append(f"{page.name}: a repository button not built from the setting: {href}")
+    assert launches > 0, "no page offers a Binder button"
+    assert not problems, "\n".join(problems)
+
+
+def test_binder_installs_lmbook_from_the_checkout_in_its_environment():
+    tracked = _tracked_files()
+    assert {"binder/environment.yml", "binder/postBuild"} <= tracked, "Binder reads binder/ (tracked by git)"
+    mode = subprocess.run(["git", "ls-files", "-s", "binder/postBuild"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.split()[0]
+    assert mode == "100755", "repo2docker runs postBuild only if it is executable"
+    env = yaml.safe_load((ROOT / "binder" / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert any(p.startswith("torch==") for p in pip) and "jupytext" in pip
+    assert not [p for p in pip if p.startswith(("-e", ".")) or p.split()[0] in ("-e", "--editable")], \
+        "the repository is not there yet when environment.yml is installed"
+    assert 'pip install --no-cache-dir -e ".[book]"' in (ROOT / "binder" / "postBuild").read_text()
 
 
 @pytest.mark.parametrize(("folder", "name"), EXERCISES)
