@@ -49,7 +49,8 @@ def _calls(node: ast.AST):
 
 
 def _makes_figure(owner: str | None, name: str, drawers: set[str]) -> bool:
-    return (owner in ("plt", "pyplot") and name in FIGURE_MAKERS) or name in drawers
+    # drawers: function names, and the aliases of modules every function of which draws (lmbook.diagram_examples)
+    return (owner in ("plt", "pyplot") and name in FIGURE_MAKERS) or name in drawers or owner in drawers
 
 
 def _code(source: str) -> ast.Module | None:
@@ -88,6 +89,11 @@ def drawing_cells(notebook: Path) -> list[DrawingCell]:
                 drawers.add(node.name)
             if isinstance(node, ast.ImportFrom) and node.module == "lmbook.diagram_examples":
                 drawers.update(a.asname or a.name for a in node.names)
+            if isinstance(node, ast.ImportFrom) and node.module == "lmbook" and any(
+                    a.name == "diagram_examples" for a in node.names):
+                drawers.update(a.asname or a.name for a in node.names if a.name == "diagram_examples")
+            if isinstance(node, ast.Import):
+                drawers.update(a.asname for a in node.names if a.name == "lmbook.diagram_examples" and a.asname)
         top = [s for s in tree.body if not isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
         if not any(_makes_figure(o, n, drawers) for s in top for o, n in _calls(s)):
             continue
@@ -100,8 +106,8 @@ def drawing_cells(notebook: Path) -> list[DrawingCell]:
 
 
 def has_outputs(notebook: Path) -> bool:
-    """Whether any cell of the notebook has an output (myst-nb writes a notebook it took from its execution
-    cache without any: only a build that executed the page leaves its outputs beside the site)."""
+    """Whether any cell of the notebook has an output (myst-nb writes a page it took from its execution cache
+    without any; the book's extension, book/_ext, merges them back)."""
     return any(cell.get("outputs") for cell in json.loads(notebook.read_text())["cells"])
 
 

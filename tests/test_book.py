@@ -71,8 +71,8 @@ def test_every_figure_a_page_draws_is_on_the_page(site, page):
     notebook = executed_notebook(site, page)
     cells = drawing_cells(notebook)
     assert cells, f"{page} draws no figure at all: every chapter shows its results and its architecture"
-    # myst-nb writes a notebook served from its execution cache without outputs: this site must be built fresh
-    assert has_outputs(notebook), f"{notebook} holds no outputs at all: was it served from the execution cache?"
+    # (myst-nb writes a page it takes from its execution cache without outputs; book/_ext merges them back)
+    assert has_outputs(notebook), f"{notebook} holds no outputs at all: were the cached outputs merged back?"
     on_page = linked_images((site / f"{page}.html").read_text())
     missing = []
     for cell in cells:
@@ -219,6 +219,13 @@ def test_instructor_edition_includes_the_solutions(instructor_site, folder, name
     assert "BEGIN SOLUTION" in text and "BEGIN HIDDEN TESTS" in text
     assert re.search(rf"<title>Solution {int(folder[2:])}: ", html), "a solution page should be titled 'Solution N'"
     assert (instructor_site / "book" / f"{name}.html").exists()
+
+
+def test_a_page_taken_from_the_execution_cache_is_offered_for_download_with_its_outputs(instructor_site):
+    # The instructor's edition reuses the reader's edition's executions: every chapter is a cache hit there.
+    for notebook in (instructor_site.parent / "jupyter_execute" / "book" / "ch01_feedforward_lm.ipynb",
+                     instructor_site / "_sources" / "book" / "ch01_feedforward_lm.ipynb"):
+        assert has_outputs(notebook), f"{notebook} has lost its outputs"
 
 
 def test_site_root_serves_a_favicon(site):
