@@ -4,7 +4,8 @@ Two independent readings of one executed notebook (``_build/jupyter_execute/<pag
 
 - the *source* says whether a cell draws: a statement outside any function body creates a matplotlib figure
   (``plt.subplots``, ``plt.figure``, ...), calls a function of the page that does (a ``draw`` helper), calls
-  a library function that does (``plot_history``), or builds a ``Diagram``; a cell that draws only inside a
+  a library function that does (``plot_history``), builds a ``Diagram`` or calls a function of a module of
+  diagrams (``lmbook.diagram_examples``, ``lmbook.diagram_seq``, ...); a cell that draws only inside a
   function it hands to ``interactive_figure`` draws no static figure (its images live in the widget);
 - the *outputs* say what the reader gets: each ``image/png`` (or SVG) output, which myst-nb writes to
   ``_images/<sha256 of its bytes>.<ext>`` and links from the page.
@@ -26,6 +27,8 @@ from pathlib import Path
 FIGURE_MAKERS = {"subplots", "figure", "subplot", "subplot_mosaic"}
 # lmbook functions that create a figure of their own: plot_history (when given no axes), a Diagram
 LIBRARY_DRAWERS = {"plot_history", "Diagram"}
+# modules of ready-made diagrams, every function of which returns a Diagram (lmbook.diagram itself holds the primitives)
+DIAGRAM_MODULE = re.compile(r"lmbook\.diagram_\w+")
 HIDDEN_OUTPUT_TAGS = {"remove-output", "remove-cell"}
 IMAGE_MIMES = {"image/png": "png", "image/svg+xml": "svg", "image/jpeg": "jpg"}
 
@@ -87,13 +90,13 @@ def drawing_cells(notebook: Path) -> list[DrawingCell]:
         for node in ast.walk(tree):  # helpers this cell defines, for the cells below
             if isinstance(node, ast.FunctionDef) and any(_makes_figure(o, n, drawers) for o, n in _calls(node)):
                 drawers.add(node.name)
-            if isinstance(node, ast.ImportFrom) and node.module == "lmbook.diagram_examples":
+            # a module of diagrams (lmbook.diagram_examples, a chapter's lmbook.diagram_seq, ...): each function draws
+            if isinstance(node, ast.ImportFrom) and DIAGRAM_MODULE.fullmatch(node.module or ""):
                 drawers.update(a.asname or a.name for a in node.names)
-            if isinstance(node, ast.ImportFrom) and node.module == "lmbook" and any(
-                    a.name == "diagram_examples" for a in node.names):
-                drawers.update(a.asname or a.name for a in node.names if a.name == "diagram_examples")
+            if isinstance(node, ast.ImportFrom) and node.module == "lmbook":
+                drawers.update(a.asname or a.name for a in node.names if DIAGRAM_MODULE.fullmatch(f"lmbook.{a.name}"))
             if isinstance(node, ast.Import):
-                drawers.update(a.asname for a in node.names if a.name == "lmbook.diagram_examples" and a.asname)
+                drawers.update(a.asname for a in node.names if DIAGRAM_MODULE.fullmatch(a.name) and a.asname)
         top = [s for s in tree.body if not isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)]
         if not any(_makes_figure(o, n, drawers) for s in top for o, n in _calls(s)):
             continue

@@ -53,8 +53,10 @@ def test_library_drawers_and_diagrams_draw(tmp_path):
 
 def test_diagrams_of_the_examples_module_draw_however_it_is_imported(tmp_path):
     path = notebook(tmp_path, ("import lmbook.diagram_examples as de", [], False), ("de.encoder_decoder()", [], True),
-                    ("from lmbook import diagram_examples\ndiagram_examples.encoder_decoder()", [], True))
-    assert [c.index for c in drawing_cells(path)] == [1, 2]
+                    ("from lmbook import diagram_examples\ndiagram_examples.encoder_decoder()", [], True),
+                    ("from lmbook.diagram_seq import soft_lookup\nsoft_lookup([0.5, 0.5], [1, 2], 1.5)", [], True),
+                    ("from lmbook.diagram import heat_cmap\ncmap = heat_cmap('attention')", [], False))
+    assert [c.index for c in drawing_cells(path)] == [1, 2, 3]
 
 
 def test_cells_whose_output_the_author_removed_are_left_out(tmp_path):
