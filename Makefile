@@ -45,13 +45,18 @@ $(VENDOR)/.done: package.json package-lock.json book/_js/widgets-require-config.
 	cp $(WIDGETS_DIST)/embed-amd.js $(WIDGETS_DIST)/*.woff* $(WIDGETS_DIST)/*.ttf $(WIDGETS_DIST)/*.eot $(WIDGETS_DIST)/*.svg $(VENDOR)/html-manager/
 	touch $@
 
+# The programs the book and lab targets run; tests/test_kernels.py puts a probe in their place, to start a kernel
+# with exactly the environment these targets give JupyterLab and Jupyter Book.
+JUPYTER_BOOK ?= $(BIN)/jupyter-book
+JUPYTER_LAB ?= $(BIN)/jupyter lab
+
 book: install
-	$(BIN)/jupyter-book build . --all -W -n --keep-going
+	$(JUPYTER_BOOK) build . --all -W -n --keep-going
 	@echo "Book built: $(abspath _build/html/index.html)"
 
 # The instructor's edition: the book plus the solutions (with hidden tests). Not for publishing to students.
 book-instructor: install
-	$(BIN)/jupyter-book build . --all -W -n --keep-going --toc _toc_instructor.yml --path-output _build/instructor
+	$(JUPYTER_BOOK) build . --all -W -n --keep-going --toc _toc_instructor.yml --path-output _build/instructor
 	@echo "Instructor edition built: $(abspath _build/instructor/_build/html/index.html)"
 
 # Debian packages the tests need: bubblewrap (the grader's sandbox) and chromium (the browser tests).
@@ -101,7 +106,7 @@ ALLOW_ROOT = $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 lab: install
 	@if [ -n "$(ALLOW_ROOT)" ]; then echo "make lab: running as root, so JupyterLab gets --allow-root: the notebooks run as root (run make lab as a user where you can)."; fi
 	JUPYTER_CONFIG_PATH="$(CURDIR)/autograder/student-lab$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
-	  $(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/exercises $(ALLOW_ROOT) $(LAB_ARGS)
+	  $(JUPYTER_LAB) --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/exercises $(ALLOW_ROOT) $(LAB_ARGS)
 
 # make grade SUBMISSIONS=path/to/download [ASSIGNMENT=ch02] [OUT=grading] [TIMEOUT=300] [LMS=canvas]
 #   [LATE_PENALTY=10%/day] [DUE="2026-03-01 23:59"] [PARTIAL_CREDIT=1] [GRADE_ARGS="--lms-column ..."]

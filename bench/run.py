@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch.utils import benchmark
 from worktree import copy_worktree
 
+from lmbook.expected import headline_kind
 from lmbook.tasks import ASSIGNMENTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -268,7 +269,9 @@ def chapters(seeds: int, devices: list[str], only: list[str] | None = None) -> d
                      "peak_rss_mib": _stats([r["peak_rss_mib"] for r in runs]), "models": {}}
             for label, key in HEADLINES.get(path.stem, []):
                 values = [float(r["glue"][key]) for r in runs]
-                entry["models"][key] = {"label": label, "median": statistics.median(values),
+                # kind: what the chapter's "expected result" box may claim of it (lmbook.expected.KINDS)
+                entry["models"][key] = {"label": label, "kind": headline_kind(label, key),
+                                        "median": statistics.median(values),
                                         "tolerance": tolerance(values), "values": values}
             floor = entry["models"].get("floor_ppl", {}).get("median")
             if floor:

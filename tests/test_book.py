@@ -1,9 +1,13 @@
 """The online book: a clean, offline build with every cell executed, and pages that load nothing external."""
 
 import re
+import subprocess
+from html import unescape
 from pathlib import Path
 
 import pytest
+import yaml
+from page_figures import drawing_cells, executed_notebook, has_outputs, linked_images
 
 from lmbook.tasks import ASSIGNMENTS
 
@@ -57,6 +61,53 @@ def test_every_chapter_page_has_an_interactive_figure_with_saved_widget_state(si
     assert '"model_name": "LinkModel"' in html and '"model_name": "StackModel"' in html
 
 
+# The book's own pages (not the exercises) that run code: each has an executed notebook beside the site.
+CODE_PAGES = [page for page in re.findall(r"(?:file|root): (book/\S+)", (ROOT / "_toc.yml").read_text())
+              if "{code-cell}" in (ROOT / f"{page}.md").read_text()]
+
+
+@pytest.mark.parametrize("page", CODE_PAGES)
+def test_every_figure_a_page_draws_is_on_the_page(site, page):
+    notebook = executed_notebook(site, page)
+    cells = drawing_cells(notebook)
+    assert cells, f"{page} draws no figure at all: every chapter shows its results and its architecture"
+    # (myst-nb writes a page it takes from its execution cache without outputs; book/_ext merges them back)
+    assert has_outputs(notebook), f"{notebook} holds no outputs at all: were the cached outputs merged back?"
+    on_page = linked_images((site / f"{page}.html").read_text())
+    missing = []
+    for cell in cells:
+        where = f"{page}, cell {cell.index} ({cell.first_line[:50]!r})"
+        if not cell.images:
+            missing.append(f"{where} draws a figure but output no image (a kernel with MPLBACKEND set?)")
+        missing += [f"{where}: its image {name} is not on the page" for name in cell.images if name not in on_page]
+        missing += [f"{where}: its image {name} is not in the site" for name in cell.images
+                    if not (site / "_images" / name).exists()]
+    assert not missing, "\n".join(missing)
+
+
+def _expected_boxes(site: Path) -> list[tuple[str, str]]:
+    """(page, text) of every "expected result" box (lmbook.expected) the built pages show."""
+    boxes = []
+    for page in _pages(site):
+        for quote in re.findall(r"<blockquote>(.*?)</blockquote>", page.read_text(), re.S):
+            text = " ".join(unescape(re.sub(r"<[^>]+>", "", quote)).split())
+            if text.startswith(("Expected result", "For comparison")):
+                boxes.append((str(page.relative_to(site)), text))
+    return boxes
+
+
+def test_no_expected_result_box_of_the_project_build_says_the_run_is_off(site):
+    boxes = _expected_boxes(site)
+    assert boxes, "no expected-result box found on any page"
+    off = [f"{page}: {text}" for page, text in boxes if "outside that band" in text]
+    assert not off, "the project's own build is outside the benchmarks' band:\n" + "\n".join(off)
+
+
+def test_every_expected_result_box_has_a_benchmark_figure(site):
+    missing = [f"{page}: {text}" for page, text in _expected_boxes(site) if "not been benchmarked" in text]
+    assert not missing, "`make bench-chapters CHAPTERS=...` measures these:\n" + "\n".join(missing)
+
+
 def test_no_cell_error_or_warning_text_in_the_pages(site):
     for page in _pages(site):
         text = page.read_text()
@@ -100,10 +151,63 @@ def test_bibliography_lists_the_papers_chapters_cite(site):
     assert "references.html#id" in chapter, "chapter 1's citations should link to the bibliography"
 
 
-def test_pages_offer_notebook_download_and_launch_links(site):
+def _theme_options() -> dict:
+    return yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]["config"]["html_theme_options"]
+
+
+def _tracked_files() -> set[str]:
+    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return set(out.splitlines())
+
+
+def test_pages_offer_their_notebook_for_download(site):
     html = (site / "book" / "ch01_feedforward_lm.html").read_text()
     assert "_sources/book/ch01_feedforward_lm" in html, "no download link for the page's source"
-    assert "mybinder.org/v2/gh/lmbook/lmbook" in html and "colab.research.google.com" in html
+
+
+def test_the_repository_is_named_in_one_setting_only():
+    url = _theme_options()["repository_url"]
+    found = subprocess.run(["git", "grep", "-l", "-F", url.removeprefix("https://"), "--", ".", ":!tests"],
+                           cwd=ROOT, capture_output=True, text=True).stdout.split()
+    assert found == ["_config.yml"], f"the repository URL is also typed in {[f for f in found if f != '_config.yml']}"
+
+
+def test_every_launch_and_repository_link_is_built_from_the_setting_and_opens_a_file_the_repository_has(site):
+    options = _theme_options()
+    url, branch = options["repository_url"].rstrip("/"), options["repository_branch"]
+    binder = f"{options['launch_buttons']['binderhub_url'].rstrip('/')}/v2/gh/{url.removeprefix('https://github.com/')}"
+    tracked, problems, launches = _tracked_files(), [], 0
+    for page in _pages(site):
+        for attrs in re.findall(r"<a\b([^>]*)>", page.read_text()):
+            href = unescape(next(iter(re.findall(r'\bhref="([^"]*)"', attrs)), ""))
+            button = "btn" in next(iter(re.findall(r'\bclass="([^"]*)"', attrs)), "")
+            if "mybinder.org" in href:
+                launches += 1
+                m = re.fullmatch(re.escape(binder) + "/" + re.escape(branch) + r"\?urlpath=lab/tree/(.+)", href)
+                if m is None:
+                    problems.append(f"{page.name}: a Binder link not built from the setting: {href}")
+                elif m.group(1) not in tracked:
+                    problems.append(f"{page.name}: Binder would open {m.group(1)}, which the repository does not have")
+            elif "colab.research.google.com" in href:
+                problems.append(f"{page.name}: a Colab link, which cannot open the page: {href}")
+            elif button and "github.com/" in href and not href.startswith(url):
+                problems.append(f"{page.name}: a repository button not built from the setting: {href}")
+    assert launches > 0, "no page offers a Binder button"
+    assert not problems, "\n".join(problems)
+
+
+def test_binder_installs_lmbook_from_the_checkout_in_its_environment():
+    tracked = _tracked_files()
+    assert {"binder/environment.yml", "binder/postBuild"} <= tracked, "Binder reads binder/ (tracked by git)"
+    mode = subprocess.run(["git", "ls-files", "-s", "binder/postBuild"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.split()[0]
+    assert mode == "100755", "repo2docker runs postBuild only if it is executable"
+    env = yaml.safe_load((ROOT / "binder" / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert any(p.startswith("torch==") for p in pip) and "jupytext" in pip
+    assert not [p for p in pip if p.startswith(("-e", ".")) or p.split()[0] in ("-e", "--editable")], \
+        "the repository is not there yet when environment.yml is installed"
+    assert 'pip install --no-cache-dir -e ".[book]"' in (ROOT / "binder" / "postBuild").read_text()
 
 
 @pytest.mark.parametrize(("folder", "name"), EXERCISES)
@@ -115,6 +219,13 @@ def test_instructor_edition_includes_the_solutions(instructor_site, folder, name
     assert "BEGIN SOLUTION" in text and "BEGIN HIDDEN TESTS" in text
     assert re.search(rf"<title>Solution {int(folder[2:])}: ", html), "a solution page should be titled 'Solution N'"
     assert (instructor_site / "book" / f"{name}.html").exists()
+
+
+def test_a_page_taken_from_the_execution_cache_is_offered_for_download_with_its_outputs(instructor_site):
+    # The instructor's edition reuses the reader's edition's executions: every chapter is a cache hit there.
+    for notebook in (instructor_site.parent / "jupyter_execute" / "book" / "ch01_feedforward_lm.ipynb",
+                     instructor_site / "_sources" / "book" / "ch01_feedforward_lm.ipynb"):
+        assert has_outputs(notebook), f"{notebook} has lost its outputs"
 
 
 def test_site_root_serves_a_favicon(site):

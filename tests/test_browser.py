@@ -1,6 +1,7 @@
 """The built site in a real browser (Debian's chromium driven by Playwright), served on localhost.
 
 For every page: no console error, no failed or external request, math typeset, every image loaded,
+every figure its cells draw visible in the content column, no code block cut off at the page width,
 every interactive figure responds to its controls. Plus: the sidebar reaches every page of the toc,
 and search finds chapter 1. Screenshots of every page go to _build/screenshots/ for review.
 """
@@ -13,13 +14,17 @@ import os
 import re
 import shutil
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from page_figures import drawing_cells, executed_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = ROOT / "_build" / "screenshots"
+# A common laptop window: the width at which the pages' longest code line (88 characters) must fit its column
+VIEWPORT = (1366, 900)
 # Skipped only when asked for; otherwise a missing chromium fails these tests (see the browser fixture).
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.environ.get("LMBOOK_SKIP_BROWSER_TESTS") == "1",
@@ -61,7 +66,7 @@ class Visit:
 
     def __init__(self, browser, origin: str, path: str):
         self.origin = origin
-        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.page = browser.new_page(viewport={"width": VIEWPORT[0], "height": VIEWPORT[1]})
         self.errors: list[str] = []
         self.bad_requests: list[str] = []
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
@@ -85,6 +90,11 @@ def _pages(site: Path) -> list[str]:
                   if not {"_static", "_sources", "reports"} & set(p.parts))
 
 
+# The book's own pages that run code (each has an executed notebook beside the site)
+CODE_PAGES = [page for page in re.findall(r"(?:file|root): (book/\S+)", (ROOT / "_toc.yml").read_text())
+              if "{code-cell}" in (ROOT / f"{page}.md").read_text()]
+
+
 def _toc_pages() -> list[str]:
     toc = (ROOT / "_toc.yml").read_text()
     files = re.findall(r"(?:file|root): (\S+)", toc)
@@ -93,27 +103,104 @@ def _toc_pages() -> list[str]:
     return [f"{name}.html" for name in files + globbed]
 
 
-def test_every_page_loads_cleanly_typesets_math_and_shows_its_images(site, server, browser):
+# What a reader gets of a page's images and code, measured in the page's content column.
+PAGE_FACTS = """() => {
+  const column = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const c = column.getBoundingClientRect();
+  const images = [...column.querySelectorAll('img')].map(i => {
+    const r = i.getBoundingClientRect(), style = getComputedStyle(i);
+    return {file: i.src.split('/').pop().split('?')[0], loaded: i.complete && i.naturalWidth > 0,
+            shown: i.offsetParent !== null && r.width > 0 && r.height > 0 && !i.closest('details:not([open])')
+                   && style.visibility !== 'hidden' && style.opacity !== '0',
+            inside: r.left >= c.left - 1 && r.right <= c.right + 1, width: Math.round(r.width)};
+  });
+  return {images};
+}"""
+# Code blocks whose text is wider than the block: the reader sees them cut off (or must scroll). Measured with
+# every toggle open, so that hide-input code counts too.
+OVERFLOWING_CODE = """() => {
+  document.querySelectorAll('details').forEach(d => d.open = true);
+  return [...document.querySelectorAll('article pre')].filter(p => p.scrollWidth > p.clientWidth + 1)
+    .map(p => p.textContent.split('\\n').reduce((a, b) => b.length > a.length ? b : a, ''))
+    .map(line => `${line.length} characters: ${line.trim().slice(0, 60)}`);
+}"""
+
+
+@dataclass
+class PageView:
+    """One page as the browser showed it: what went wrong while loading, and what it measured."""
+
+    path: str
+    problems: list[str] = field(default_factory=list)  # console errors, failed or external requests
+    untypeset: list[str] = field(default_factory=list)  # raw TeX left in the text
+    images: list[dict] = field(default_factory=list)  # PAGE_FACTS's images
+    overflowing_code: list[str] = field(default_factory=list)  # each overflowing code block's longest line
+
+
+@pytest.fixture(scope="module")
+def views(site, server, browser) -> dict[str, PageView]:
+    """Every page visited once, with a screenshot of it (as a reader first sees it) in _build/screenshots/."""
     SHOTS.mkdir(parents=True, exist_ok=True)
-    problems = []
+    out = {}
     for path in _pages(site):
         v = Visit(browser, server, path)
-        page = v.page
-        has_math = page.locator(".math").count() > 0
-        if has_math:
+        page, view = v.page, PageView(path)
+        if page.locator(".math").count() > 0:
             page.wait_for_function("document.querySelectorAll('mjx-container').length > 0", timeout=20_000)
         page.wait_for_timeout(300)
         text = page.locator("article, .bd-article, body").first.inner_text()
-        for raw in ("$$", "\\frac", "\\begin{", "\\mathbf"):
-            if raw in text:
-                problems.append(f"{path}: untypeset math {raw!r} in the text")
-        broken = page.evaluate("() => [...document.images].filter(i => i.offsetParent !== null &&"
-                               " !(i.complete && i.naturalWidth > 0)).map(i => i.src)")
-        problems += [f"{path}: image did not load: {src[:80]}" for src in broken]
-        problems += [f"{path}: console error: {e}" for e in v.errors]
-        problems += [f"{path}: {r}" for r in v.bad_requests]
+        view.untypeset = [raw for raw in ("$$", "\\frac", "\\begin{", "\\mathbf") if raw in text]
         page.screenshot(path=str(SHOTS / (path.replace("/", "__").removesuffix(".html") + ".png")), full_page=True)
+        view.images = page.evaluate(PAGE_FACTS)["images"]
+        view.overflowing_code = page.evaluate(OVERFLOWING_CODE)
+        view.problems = [f"console error: {e}" for e in v.errors] + v.bad_requests
         v.close()
+        out[path] = view
+    return out
+
+
+def test_every_page_loads_cleanly_with_nothing_from_outside(views):
+    problems = [f"{path}: {p}" for path, view in views.items() for p in view.problems]
+    assert not problems, "\n".join(problems)
+
+
+def test_every_page_typesets_its_math(views):
+    problems = [f"{path}: untypeset math {raw!r} in the text" for path, view in views.items() for raw in view.untypeset]
+    assert not problems, "\n".join(problems)
+
+
+def test_every_image_a_page_shows_loads(views):
+    broken = [f"{path}: image did not load: {i['file'][:80]}" for path, view in views.items()
+              for i in view.images if i["shown"] and not i["loaded"]]
+    assert not broken, "\n".join(broken)
+
+
+def test_every_figure_a_page_draws_is_visible_in_its_content_column(site, views):
+    """The figures a page's cells draw (found in its executed notebook: tests/page_figures.py), each an image
+    of the page's own that loaded, is displayed (not in a closed toggle) and lies inside the content column."""
+    problems, counted = [], 0
+    for page in CODE_PAGES:
+        view = views[f"{page}.html"]
+        shown = {i["file"]: i for i in view.images}
+        for cell in drawing_cells(executed_notebook(site, page)):
+            for name in cell.images:
+                counted += 1
+                image = shown.get(name)
+                where = f"{page}, cell {cell.index} ({cell.first_line[:40]!r})"
+                if image is None:
+                    problems.append(f"{where}: its figure is not on the page")
+                elif not (image["loaded"] and image["shown"]):
+                    problems.append(f"{where}: its figure is on the page but not shown "
+                                    f"(loaded: {image['loaded']}, displayed: {image['shown']})")
+                elif not image["inside"]:
+                    problems.append(f"{where}: its figure ({image['width']} px) runs out of the content column")
+    assert counted > 0, "no figure found on any page: the notebooks' outputs were not read"
+    assert not problems, "\n".join(problems)
+
+
+def test_no_code_block_is_wider_than_the_page(views):
+    problems = [f"{path}: a code block is cut off at the page width; its longest line, {line}"
+                for path, view in views.items() if path.startswith("book/") for line in view.overflowing_code]
     assert not problems, "\n".join(problems)
 
 

@@ -89,6 +89,15 @@ def test_grid_writes_its_values_and_labels_and_masks_minus_infinity():
     assert len(hatched) == 3, "the three -inf entries of a causal mask are drawn as masked"
 
 
+def test_a_number_wider_than_its_grid_cell_is_a_problem():
+    d = Diagram(height=1.0)
+    d.grid((3.5, 0.5), [[0.123456, 0.5]], fmt="{:.6f}", cell=0.3)
+    assert any("'0.123456' " in p and "overflows its box" in p for p in d.problems())
+    d = Diagram(height=1.0)
+    d.grid((3.5, 0.5), [[0.12, 0.5]], fmt="{:.2f}", cell=0.4)
+    assert d.problems() == []
+
+
 def test_grid_colours_larger_values_darker():
     d = Diagram(height=1.0)
     d.grid((3.5, 0.5), [[0.0, 0.5, 1.0]])

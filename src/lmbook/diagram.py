@@ -268,8 +268,9 @@ class Diagram:
                 if fmt:
                     # dark text on light cells, white on dark ones (relative luminance)
                     lum = np.dot(to_rgb(face), (0.2126, 0.7152, 0.0722))
-                    self.text((corner[0] + cell / 2, corner[1] + cell / 2), fmt.format(v[i, j]), size=SMALL_PT - 1,
-                              color=INK if lum > 0.5 else "white")
+                    t = self.text((corner[0] + cell / 2, corner[1] + cell / 2), fmt.format(v[i, j]),
+                                  size=SMALL_PT - 1, color=INK if lum > 0.5 else "white")
+                    self._inside.append((t, Box(corner[0] + cell / 2, corner[1] + cell / 2, cell + 0.06, cell)))
         for i, s in enumerate(row_labels):
             self.text((x0 - 0.06, y0 + (rows - 1 - i) * cell + cell / 2), s, size=SMALL_PT, ha="right")
         for j, s in enumerate(col_labels):
