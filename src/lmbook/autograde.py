@@ -145,7 +145,7 @@ def _prepare(nb, sid: str, assignment: str, stem: str, db_url: str):
 
 def _phase1(job: tuple) -> dict:
     """Worker: prepare, sandbox-run and judge one submission; the result goes into the course's cache."""
-    sid, nb_path, assignment, stem, db_url, cache, use_sandbox, timeout = job
+    sid, nb_path, assignment, stem, db_url, cache, use_sandbox, timeout, reference_seconds = job
     from .grading import judge
     from .grading.nbgrader_plugin import load_cached, notebook_key, store
 
@@ -155,13 +155,14 @@ def _phase1(job: tuple) -> dict:
         graded = load_cached(Path(cache), key, nb)
         cached = graded is not None
         if graded is None:
-            graded = judge.grade_notebook(nb, use_sandbox=use_sandbox, timeout=timeout)
+            graded = judge.grade_notebook(nb, use_sandbox=use_sandbox, timeout=timeout,
+                                          reference_seconds=reference_seconds)
             store(Path(cache), key, graded, nb)
     except judge.NotebookConfigError:
         raise  # the course's notebook is broken: stop the batch and say so
     except Exception as e:  # noqa: BLE001 - one student's odd notebook never stops the class
         return {"sid": sid, "error": f"{type(e).__name__}: {e}"}
-    return {"sid": sid, "notes": nb.metadata.get("lmbook", {}).get("hygiene", []), "tampering": graded.tampering,
+    return {"sid": sid, "notes": nb.metadata.get("lmbook", {}).get("hygiene", []), "tampering": graded.flagged,
             "forbidden": graded.forbidden, "problem": graded.problem, "cached": cached}
 
 
@@ -220,10 +221,21 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
                 (dest / nb_name).write_text(text)
             st.notebook = dest / nb_name
 
+    # The reference solution first, in the same sandbox and configuration: if it does not earn full marks, the
+    # grader is misconfigured (say, the sandbox cannot import lmbook) and grades nobody.
+    from .grading import judge
+
+    try:
+        reference_seconds = judge.preflight(notebooks[0], use_sandbox=use_sandbox, timeout=timeout,
+                                            cache=course / "lmbook_cache")
+    except judge.ReferenceFailed as e:
+        raise SystemExit(f"lmbook-grade: {e}") from None
+    phases["reference"] = time.perf_counter() - started - sum(phases.values())
+
     # Phase 1, in parallel: sandboxed runs and verdicts, cached in the course folder.
     by_sid = {st.sid: st for st in students}
-    jobs = [(st.sid, str(st.notebook), assignment, stem, db_url, str(course / "lmbook_cache"), use_sandbox, timeout)
-            for st in students if st.notebook is not None]
+    jobs = [(st.sid, str(st.notebook), assignment, stem, db_url, str(course / "lmbook_cache"), use_sandbox, timeout,
+             reference_seconds) for st in students if st.notebook is not None]
     for res in _run_phase1(jobs, workers, progress):
         st = by_sid[res["sid"]]
         if "error" in res:
@@ -256,7 +268,7 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
             html = course / "feedback" / st.sid / assignment / f"{stem}.html"
             if html.exists():
                 (out / "feedback").mkdir(exist_ok=True)
-                shutil.copyfile(html, out / "feedback" / f"{st.sid}.html")
+                _link_or_copy(html, out / "feedback" / f"{st.sid}.html")
             elif r2.returncode != 0:
                 st.notes.append("no feedback file: " + _nbgrader_error(r2.stdout + r2.stderr, st.sid))
     _register_ungraded(students, db_url)
@@ -273,6 +285,15 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
     classreport.write_class_page(summary, out)
     reports.write_summary(students, out, time.perf_counter() - started, phases)
     return students
+
+
+def _link_or_copy(src: Path, dest: Path) -> None:
+    """The feedback page once on disk, where the file system allows (its images can be megabytes)."""
+    dest.unlink(missing_ok=True)
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copyfile(src, dest)
 
 
 def _run_phase1(jobs: list[tuple], workers: int | None, progress: bool,

@@ -264,6 +264,17 @@ def _strip_outputs(nb: nbformat.NotebookNode) -> None:
             cell["outputs"], cell["execution_count"] = [], None
 
 
+def _strip_attachments(nb: nbformat.NotebookNode) -> int:
+    """Images pasted into markdown cells (attachments) are not code or text and are never graded: removed, as
+    outputs are. Returns how many cells had some."""
+    removed = 0
+    for cell in nb.cells:
+        if isinstance(cell, dict) and cell.get("cell_type") in ("markdown", "raw") and cell.get("attachments"):
+            del cell["attachments"]
+            removed += 1
+    return removed
+
+
 def _give_cell_ids(nb: nbformat.NotebookNode) -> None:
     """Every cell a valid, unique id, keeping those it has: deterministic, so a re-run writes the same file."""
     seen: set[str] = set()
@@ -353,6 +364,8 @@ def read_submission(st: Student, max_bytes: int = MAX_NOTEBOOK_BYTES) -> nbforma
     except _Unreadable as e:
         st.status = str(e)
         return None
+    if _strip_attachments(nb):
+        notes.append("images pasted into markdown cells (attachments) were removed: they are not graded")
     size = len(nbformat.writes(nb).encode())
     if size > max_bytes:
         st.status = (f"notebook too large: {size / MB:.1f} MB of code and text (limit {max_bytes / MB:g} MB) "
