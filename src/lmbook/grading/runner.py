@@ -122,6 +122,17 @@ def _keep(data: dict) -> dict:
     return kept or {"text/plain": "<output of a type the grader does not keep>"}
 
 
+def _plumbing() -> None:
+    from lmbook.grading import watch
+
+    # What printing (to stdout or stderr: print, warnings, logging, progress bars) and the time limit run,
+    # called from the student's code: not the grader's.
+    watch.plumbing(_Stream.write, _Stream.flush, _Stream.isatty, _keep, _on_alarm)
+
+
+_plumbing()
+
+
 def make_shell(outputs: list):
     from IPython.core.displayhook import DisplayHook
     from IPython.core.displaypub import DisplayPublisher
@@ -155,9 +166,9 @@ def make_shell(outputs: list):
             outputs.append({"output_type": "error", "ename": etype.__name__, "evalue": str(evalue)[:2000],
                             "traceback": [str(line)[:5000] for line in stb[-30:]]})
 
-    # What printing, displaying and the time limit run, called from the student's code: not the grader's.
-    watch.plumbing(_Stream.write, _Stream.flush, _Stream.isatty, _keep, Hook.write_output_prompt,
-                   Hook.write_format_data, Publisher.publish, Shell._showtraceback, Shell.enable_gui, _on_alarm)
+    # What displaying runs, called from the student's code: not the grader's.
+    watch.plumbing(Hook.write_output_prompt, Hook.write_format_data, Publisher.publish, Shell._showtraceback,
+                   Shell.enable_gui)
     return Shell.instance(colors="nocolor", history_length=0, cache_size=0)
 
 

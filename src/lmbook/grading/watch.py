@@ -221,17 +221,24 @@ def _watched_start(start: Callable) -> Callable:
     @functools.wraps(start)
     def start_watched(function, *args, **kwargs):
         def run(*a, **k):
-            _threads.add(_thread.get_ident())
+            ident = _thread.get_ident()
+            _threads.add(ident)
             sys.setprofile(_profile_any)
-            with _ForwardFunctions(), _ForwardDispatch():
-                return function(*a, **k)
+            try:
+                with _ForwardFunctions(), _ForwardDispatch():
+                    return function(*a, **k)
+            finally:
+                _threads.discard(ident)  # thread ids are reused: a later thread must earn its own place
         return start(run, *args, **kwargs)
     return start_watched
 
 
 def install_thread_hooks() -> None:
     """From now on every new thread runs under the watch in force. The threads already running are trusted
-    (in Jupyter, the kernel's own; in the grader, none runs student code yet). Idempotent."""
+    (in Jupyter, the kernel's own; in the grader, none runs student code yet). Idempotent: once installed,
+    it trusts no new thread."""
+    if _hooked:
+        return
     _threads.update(sys._current_frames())
     for module, name in [(_thread, "start_new_thread"), (_thread, "start_joinable_thread"),
                          (threading, "_start_new_thread"), (threading, "_start_joinable_thread")]:
