@@ -243,7 +243,7 @@ def test_replacing_the_thread_hook_is_tampering():
     hooked = _thread.start_new_thread
 
     def answer(x, dim=-1):
-        _thread.start_new_thread = hooked.__wrapped__
+        _thread.start_new_thread = threading.Thread  # anything but the grader's hook
         return own_log_softmax(x, dim)
     w = watch.CallWatch(LOG_SOFTMAX)
     try:
@@ -255,8 +255,8 @@ def test_replacing_the_thread_hook_is_tampering():
 
 def test_a_thread_the_watch_did_not_start_is_tampering_in_the_grader():
     stop = threading.Event()
-    original = watch._hooked.get((_thread, "start_new_thread"), _thread.start_new_thread)
-    raw = getattr(original, "__wrapped__", original)
+    watch.install_thread_hooks()
+    raw = watch._hooked[(_thread, "start_new_thread")].__closure__[0].cell_contents  # the unwatched original
     raw(lambda: stop.wait(30), ())  # started around the hooks, as code that found the original could
     time.sleep(0.1)
     try:

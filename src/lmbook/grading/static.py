@@ -80,7 +80,7 @@ SUSPECT_CALLS = {"exec": "runs code built at run time", "eval": "runs code built
 INTERNALS = {"__globals__", "__code__", "__closure__", "__subclasses__", "__builtins__", "__dict__",
              "__getattribute__", "__traceback__", "__self__", "__defaults__", "__kwdefaults__", "tb_frame",
              "tb_next", "f_back", "f_locals", "f_globals", "f_builtins", "f_code", "gi_frame", "cr_frame",
-             "ag_frame", "gi_code", "cr_code", "co_code", "co_consts"}
+             "ag_frame", "gi_code", "cr_code", "co_code", "co_consts", "__wrapped__", "cell_contents"}
 # IPython's shell: what runs cells, transforms them or holds the namespace.
 SHELL = {"run_cell", "run_line_magic", "run_cell_magic", "run_code", "run_ast_nodes", "input_transformers_cleanup",
          "input_transformers_post", "ast_transformers", "magics_manager", "register_magic_function",

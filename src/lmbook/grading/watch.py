@@ -176,7 +176,7 @@ def find_forbidden_use(answer, check: Check) -> str | None:
 # ----------------------------------------------------------------------------- the watch, in every thread
 
 _current: CallWatch | None = None  # the watch in force, seen from every thread
-_threads: set[int] = set()  # threads started under the hooks, and those already there when they were installed
+_trusted: set[int] = set()  # the threads already there when the hooks were installed
 _hooked: dict[tuple[object, str], Callable] = {}  # (module, name) -> the hook put there
 
 
@@ -216,20 +216,19 @@ _DISPATCH = {"torch.overrides", "torch._tensor"}
 plumbing(_ForwardFunctions.__torch_function__, _ForwardDispatch.__torch_dispatch__)
 
 
+def _thread_main(function, *args, **kwargs):
+    """The first frame of every thread started under the hooks: the watch in force sees what it calls."""
+    sys.setprofile(_profile_any)
+    with _ForwardFunctions(), _ForwardDispatch():
+        return function(*args, **kwargs)
+
+
 def _watched_start(start: Callable) -> Callable:
     """``_thread.start_new_thread`` (or 3.13's ``start_joinable_thread``), running the thread under the hooks."""
-    @functools.wraps(start)
     def start_watched(function, *args, **kwargs):
-        def run(*a, **k):
-            ident = _thread.get_ident()
-            _threads.add(ident)
-            sys.setprofile(_profile_any)
-            try:
-                with _ForwardFunctions(), _ForwardDispatch():
-                    return function(*a, **k)
-            finally:
-                _threads.discard(ident)  # thread ids are reused: a later thread must earn its own place
-        return start(run, *args, **kwargs)
+        return start(functools.partial(_thread_main, function), *args, **kwargs)
+    # Not functools.wraps: its __wrapped__ would hand the unwatched original to anyone who asks.
+    start_watched.__name__, start_watched.__doc__ = start.__name__, start.__doc__
     return start_watched
 
 
@@ -239,7 +238,8 @@ def install_thread_hooks() -> None:
     it trusts no new thread."""
     if _hooked:
         return
-    _threads.update(sys._current_frames())
+    _trusted.update(sys._current_frames())
+    _trusted.update(t.ident for t in threading.enumerate() if t.ident is not None)  # started, not yet running
     for module, name in [(_thread, "start_new_thread"), (_thread, "start_joinable_thread"),
                          (threading, "_start_new_thread"), (threading, "_start_joinable_thread")]:
         original = getattr(module, name, None)
@@ -248,6 +248,19 @@ def install_thread_hooks() -> None:
         hooked = _watched_start(original)
         setattr(module, name, hooked)
         _hooked[(module, name)] = hooked
+
+
+def _strangers() -> list[int]:
+    """Threads running Python that the hooks did not start and were not there when they were installed."""
+    found = []
+    for ident, frame in sys._current_frames().items():
+        if ident in _trusted:
+            continue
+        while frame.f_back is not None:
+            frame = frame.f_back
+        if frame.f_code is not _thread_main.__code__:
+            found.append(ident)
+    return found
 
 
 def _hooks_in_place() -> bool:
@@ -348,7 +361,6 @@ class CallWatch:
     def __enter__(self) -> CallWatch:
         global _current
         install_thread_hooks()
-        self._known = set(sys._current_frames())
         self._modes = [_ForwardFunctions(), _ForwardDispatch()] if self.torch_calls else []
         for mode in self._modes:
             mode.__enter__()
@@ -367,7 +379,7 @@ class CallWatch:
             stack_ok = (torch._C._len_torch_function_stack() > 0
                         and torch._C._get_function_stack_at(torch._C._len_torch_function_stack() - 1) is self._modes[0]
                         and any(m is self._modes[1] for m in _get_current_dispatch_mode_stack()))
-        strangers = (set(sys._current_frames()) | self._known) - _threads if self.strict else set()
+        strangers = _strangers() if self.strict else []
         sys.setprofile(self._before)
         _current = self._outer
         for mode in reversed(self._modes):
