@@ -205,6 +205,10 @@ class _ForwardFunctions(TorchFunctionMode):
 class _ForwardDispatch(TorchDispatchMode):
     """Reports each operator the dispatcher runs in a thread to the watch in force."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # else torch wraps the handler in torch._dynamo, whose import doubles torch's start-up time
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         w = _current
         if w is not None:
@@ -333,7 +337,8 @@ class CallWatch:
             elif _in_modules(module, self._modules):
                 self.found = (f"called `{module}.{code.co_name}` while it ran, from a module that holds the "
                               "ready-made answer")
-            elif _in_modules(module, GRADER_MODULES) and not _called_by_grader(frame.f_back):
+            elif _in_modules(module, GRADER_MODULES) and code.co_name not in _DESCRIBING \
+                    and not _called_by_grader(frame.f_back):
                 self.found = (f"called the grader's own `{module}.{code.co_name}` while it ran, which is not "
                               "part of an answer")
 
@@ -400,6 +405,9 @@ class CallWatch:
                                  f"({len(strangers)} thread(s))")
 
 
+_DESCRIBING = {"__repr__", "__str__", "__format__"}  # printing the grader's objects computes nothing
+
+
 def _called_by_grader(frame) -> bool:
     """Whether the nearest caller that is the grader's or the student's (past libraries: torch's decorators,
     a C function's Python caller) is the grader's."""
@@ -419,3 +427,6 @@ def _from_torch(fn) -> bool:
     owner = getattr(fn, "__self__", None)
     module = getattr(fn, "__module__", None) or getattr(owner, "__module__", None) or getattr(owner, "__name__", "")
     return isinstance(owner, torch.Tensor) or str(module).startswith("torch")
+
+
+plumbing(CallWatch.__enter__, CallWatch.__exit__, _strangers, _hooks_in_place)  # leaving the watch is the grader's
