@@ -55,6 +55,10 @@ class Limits:
 # Replies are read whole and parsed as JSON, whose objects take ~20x their text's size in memory: each is
 # capped far below memory, in bytes and in JSON items. The largest honest reply is a trained model's logits
 # (exercise 1: 10,000 x 47 floats, 2.5 MB as base64) and a cell's outputs (2.5 MB at most, runner.py).
+# A cell's time limit is CPU time (a busy server slows a cell down without costing it its limit); a cell that
+# waits without computing is stopped after WALL_FACTOR times its limit of wall-clock time.
+WALL_FACTOR = 3
+CPU_CHECK_S = 2.0  # how often the grader reads the sandbox's CPU time while a cell runs
 MAX_REPLY_BYTES = 32 * 1024**2  # one step's reply
 MAX_REPLY_ITEMS = 100_000  # JSON objects, lists and their items in one reply (base64 arrays are one item each)
 MAX_NOTEBOOK_REPLY_BYTES = 160 * 1024**2  # all of a notebook's replies, held until it is judged
@@ -315,22 +319,27 @@ def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: flo
     outbox = b""
     step, step_started = -1, start  # -1: the runner has not said it is ready
     cpu_started: float | None = None
+    next_cpu_check = start
     received = 0
+    discarding = False
     killed = None
     for s in (proc.stdout, proc.stderr, proc.stdin):
         os.set_blocking(s.fileno(), False)
     readers = [proc.stdout, proc.stderr]
 
     def begin(i: int) -> bytes:
-        nonlocal step, step_started, cpu_started
+        nonlocal step, step_started, cpu_started, next_cpu_check
         step, step_started = i, time.monotonic()
-        cpu_started = _tree_cpu(proc.pid) if steps[i].timed else None
-        message = {**steps[i].message, "nonce": nonces[i], "timeout": steps[i].timeout, "fork": steps[i].fork}
+        cpu_started = _tree_cpu(proc.pid)
+        next_cpu_check = step_started + CPU_CHECK_S
+        wall = steps[i].timeout * (WALL_FACTOR if cpu_started is not None else 1)
+        message = {**steps[i].message, "nonce": nonces[i], "timeout": steps[i].timeout, "wall_timeout": wall,
+                   "fork": steps[i].fork}
         return (json.dumps(message) + "\n").encode()
 
     def ended(i: int, reply: dict) -> bytes:
         result.ends[i] = reply
-        if cpu_started is not None:
+        if cpu_started is not None and steps[i].timed:
             now = _tree_cpu(proc.pid)
             if now is not None:
                 result.cpu[i] = now - cpu_started
@@ -359,12 +368,21 @@ def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: flo
                 if sum(map(len, stderr_chunks)) < 65536:
                     stderr_chunks.append(chunk)
                 continue
+            if discarding:  # the rest of a line that is no reply: dropped as it comes, never held
+                cut = chunk.find(b"\n")
+                if cut < 0:
+                    continue
+                chunk, discarding = chunk[cut + 1:], False
             pending += chunk
             lines = []
             if b"\n" in chunk:
                 *lines, rest = pending.split(b"\n")
                 pending = bytearray(rest)
-            if len(pending) > MAX_REPLY_BYTES:
+            expected = f'{{"step": {step}, "nonce": "{nonces[step]}"'.encode() if 0 <= step < len(steps) else b"\0"
+            if len(pending) > 1024 and not pending.startswith(expected):
+                pending, discarding = bytearray(), True
+                result.stray += 1
+            elif len(pending) > MAX_REPLY_BYTES:
                 killed = f"the notebook sent the grader more than {MAX_REPLY_BYTES // 1024**2} MiB for one cell"
                 break
             for line in lines:
@@ -397,8 +415,15 @@ def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: flo
         now = time.monotonic()
         if killed:
             pass
-        elif 0 <= step < len(steps) and now - step_started > steps[step].timeout + limits.step_grace_s:
+        elif 0 <= step < len(steps) and now - step_started > steps[step].timeout * (
+                WALL_FACTOR if cpu_started is not None else 1) + limits.step_grace_s:
             killed = f"a cell ran past its time limit ({steps[step].timeout:.0f} s) and was stopped"
+        elif 0 <= step < len(steps) and cpu_started is not None and now >= next_cpu_check:
+            next_cpu_check = now + CPU_CHECK_S
+            cpu = _tree_cpu(proc.pid)
+            if cpu is not None and cpu - cpu_started > steps[step].timeout + limits.step_grace_s:
+                killed = (f"a cell ran past its time limit ({steps[step].timeout:.0f} s of CPU time) and was "
+                          "stopped")
         elif now - start > limits.total_s:
             killed = f"the notebook ran past the time limit for a whole submission ({limits.total_s:.0f} s)"
         if killed or eof or (proc.poll() is not None and not ready):
