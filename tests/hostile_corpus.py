@@ -270,7 +270,8 @@ pool.submit(int).result()  # the pool's thread runs from here on
 ops = torch.ops.aten
 name = "_log_" + "softmax\""""
 RUN_TIME_ROUTES = {
-    "thread_pool_operator": "def log_softmax(x, dim=-1):\n    return pool.submit(getattr(ops, name), x, dim, False).result()",
+    "thread_pool_operator": ("def log_softmax(x, dim=-1):\n"
+                             "    return pool.submit(getattr(ops, name), x, dim, False).result()"),
     "tensor_computed_when_read": ("class Later(torch.Tensor):\n    def numpy(self, *args, **kwargs):\n"
                                   "        return getattr(ops, name)(*type(self).todo, False).numpy()\n\n"
                                   "def log_softmax(x, dim=-1):\n    Later.todo = (x, dim)\n"

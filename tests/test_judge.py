@@ -306,7 +306,7 @@ def test_a_hidden_test_leaves_nothing_behind_and_its_feedback_echoes_nothing(mon
     later = next(i for i, c in enumerate(nb.cells) if c.source == READS_BACK)
     text = "".join(o.get("text", "") for o in graded.outputs.get(later, []))
     assert "FILES []" in text, f"a hidden test's file reached a later cell: {text}"
-    assert "SHARED b'\\x00\\x00\\x00\\x00\\x00\\x00'" in text, f"a hidden test's shared memory reached a later cell: {text}"
+    assert "SHARED b'\\x00\\x00\\x00\\x00\\x00\\x00'" in text, f"shared memory reached a later cell: {text}"
     assert "SPY []" in text, f"a thread of the notebook saw a hidden test's inputs: {text}"
     feedback = json.dumps({i: v.lines for i, v in graded.verdicts.items()}) + json.dumps(graded.outputs)
     assert "LEAKED" not in feedback

@@ -169,7 +169,8 @@ def test_images_are_kept_within_a_cell_and_a_notebook_budget(tmp_path):
 def test_lines_forged_on_the_channel_are_dropped_unread(tmp_path):
     import resource
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    forge = _WRITE_EVERYWHERE + "for _ in range(2):\n    write_everywhere(b'{\"x\": [' + b'{},' * 13_000_000 + b'{}]}\\n')"
+    forge = (_WRITE_EVERYWHERE + "for _ in range(2):\n"
+             "    write_everywhere(b'{\"x\": [' + b'{},' * 13_000_000 + b'{}]}\\n')")
     outs, result = _run(tmp_path, forge, "print('after')")
     assert "after" in _text(outs[1]) and result.killed is None
     assert result.stray >= 2

@@ -258,13 +258,16 @@ def test_cross_entropy_through_torchs_c_level_names_is_forbidden():
 
 @pytest.mark.parametrize("code, fn, check", [
     # a helper of the student's own named like torch's op
-    ("def logsumexp(z, dim):\n    m = z.amax(dim, keepdim=True)\n    return m + (z - m).exp().sum(dim, keepdim=True).log()\n"
+    ("def logsumexp(z, dim):\n    m = z.amax(dim, keepdim=True)\n"
+     "    return m + (z - m).exp().sum(dim, keepdim=True).log()\n"
      "def log_softmax(x, dim=-1):\n    return x - logsumexp(x, dim)", "log_softmax", LOG_SOFTMAX),
     # a method of the student's own, called on their own object (not a library's)
     ("class Stable:\n    def logsumexp(self, z, dim):\n        return z.exp().sum(dim, keepdim=True).log()\n"
-     "def log_softmax(x, dim=-1):\n    m = x.amax(dim, keepdim=True)\n    return x - m - Stable().logsumexp(x - m, dim)",
+     "def log_softmax(x, dim=-1):\n    m = x.amax(dim, keepdim=True)\n"
+     "    return x - m - Stable().logsumexp(x - m, dim)",
      "log_softmax", LOG_SOFTMAX),
-    ("class MyLM(nn.Module):\n    def __init__(self, V):\n        super().__init__()\n        self.out = nn.Linear(4, V)\n"
+    ("class MyLM(nn.Module):\n    def __init__(self, V):\n        super().__init__()\n"
+     "        self.out = nn.Linear(4, V)\n"
      "    def fit(self, ids):\n        return self\n"
      "def train_lm(train_ids, vocab_size):\n    model = MyLM(vocab_size).fit(train_ids)\n    return model, 3",
      "train_lm", TRAIN_LM),
@@ -275,7 +278,8 @@ def test_students_names_that_match_a_ready_made_ones_are_not_forbidden(code, fn,
 
 def test_a_scratch_cell_comparing_with_torch_into_a_global_does_not_cost_the_answer():
     # `out` is a global of the scratch cell and a local of the answer: the answer never reads the global
-    answer = "def log_softmax(x, dim=-1):\n    out = x - x.amax(dim, keepdim=True)\n    return out - out.exp().sum(dim, keepdim=True).log()"
+    answer = ("def log_softmax(x, dim=-1):\n    out = x - x.amax(dim, keepdim=True)\n"
+              "    return out - out.exp().sum(dim, keepdim=True).log()")
     scratch = "x = torch.randn(3, 5)\nout = torch.log_softmax(x, -1)\nprint((log_softmax(x) - out).abs().max())"
     assert find_forbidden_use(cells(answer, scratch), "log_softmax", LOG_SOFTMAX) is None
     assert find_forbidden_use(cells(scratch, answer), "log_softmax", LOG_SOFTMAX) is None
@@ -283,7 +287,8 @@ def test_a_scratch_cell_comparing_with_torch_into_a_global_does_not_cost_the_ans
 
 def test_the_binding_in_force_at_the_test_counts():
     tried = "from torch.nn.functional import log_softmax"  # tried first, then written by hand
-    own = "def log_softmax(x, dim=-1):\n    m = x.amax(dim, keepdim=True)\n    return x - m - (x - m).exp().sum(dim, keepdim=True).log()"
+    own = ("def log_softmax(x, dim=-1):\n    m = x.amax(dim, keepdim=True)\n"
+           "    return x - m - (x - m).exp().sum(dim, keepdim=True).log()")
     assert find_forbidden_use(cells(tried, own), "log_softmax", LOG_SOFTMAX) is None
     assert find_forbidden_use(cells(own, tried), "log_softmax", LOG_SOFTMAX) is not None
     # a test cell between them sees the first: before=3 is the cell after `tried` and `own` (cells 1 and 2)

@@ -172,7 +172,8 @@ def test_an_op_run_in_a_pool_thread_started_before_the_answer_is_seen():
     pool = ThreadPoolExecutor(1)
     pool.submit(int).result()  # its worker thread is running before the answer is called
     try:
-        assert "not graded" in _grade(lambda x, dim=-1: pool.submit(getattr(torch, "log_" + "softmax"), x, dim).result())
+        op = getattr(torch, "log_" + "softmax")
+        assert "not graded" in _grade(lambda x, dim=-1: pool.submit(op, x, dim).result())
     finally:
         pool.shutdown()
 
