@@ -288,8 +288,23 @@ RUN_TIME_EXPECTED = {
 }
 
 
+# A cross-entropy of the student's own that does not call their log_softmax: only task 1 is at stake.
+CE_OWN = """def cross_entropy(logits, targets, ignore_index=-100):
+    z = logits.reshape(-1, logits.shape[-1])
+    m = z.amax(dim=-1, keepdim=True)
+    logp = z - m - (z - m).exp().sum(dim=-1, keepdim=True).log()
+    targets = targets.reshape(-1)
+    keep = targets != ignore_index
+    return -logp[keep].gather(1, targets[keep].unsqueeze(1)).mean()
+
+
+def perplexity(logits, targets, ignore_index=-100):
+    return math.exp(cross_entropy(logits, targets, ignore_index).item())"""
+
+
 def _run_time_route(code: str):
-    return lambda: _with_cell(fill({**GOOD, "log_softmax": code, "train_lm": WRONG["train_lm"]}), ROUTES_SETUP)
+    return lambda: _with_cell(fill({**GOOD, "log_softmax": code, "cross_entropy": CE_OWN,
+                                    "train_lm": WRONG["train_lm"]}), ROUTES_SETUP)
 
 
 # Hidden inputs carried out through an exception's message and a returned value (the answers are right on the

@@ -222,14 +222,20 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
             st.notebook = dest / nb_name
 
     # The reference solution first, in the same sandbox and configuration: if it does not earn full marks, the
-    # grader is misconfigured (say, the sandbox cannot import lmbook) and grades nobody.
-    from .grading import judge
+    # grader is misconfigured (say, the sandbox cannot import lmbook) and grades nobody. In a process of its
+    # own: this one must not start torch's threads before it forks the grading workers.
+    from concurrent.futures import ProcessPoolExecutor
 
-    try:
-        reference_seconds = judge.preflight(notebooks[0], use_sandbox=use_sandbox, timeout=timeout,
-                                            cache=course / "lmbook_cache")
-    except judge.ReferenceFailed as e:
-        raise SystemExit(f"lmbook-grade: {e}") from None
+    with ProcessPoolExecutor(max_workers=1, initializer=interrupt.unwind_on_signals) as pool:
+        try:
+            reference = pool.submit(interrupt.call_in_worker, _reference, (
+                str(notebooks[0]), use_sandbox, timeout, str(course / "lmbook_cache"))).result()
+        except BaseException:
+            interrupt.stop_workers(pool)
+            raise
+    if isinstance(reference, str):
+        raise SystemExit(f"lmbook-grade: {reference}")
+    reference_seconds = reference
     phases["reference"] = time.perf_counter() - started - sum(phases.values())
 
     # Phase 1, in parallel: sandboxed runs and verdicts, cached in the course folder.
@@ -285,6 +291,17 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
     classreport.write_class_page(summary, out)
     reports.write_summary(students, out, time.perf_counter() - started, phases)
     return students
+
+
+def _reference(job: tuple) -> float | str:
+    """Worker: grade the reference solution (judge.preflight); its run's time, or the line saying why not."""
+    source, use_sandbox, timeout, cache = job
+    from .grading import judge
+
+    try:
+        return judge.preflight(Path(source), use_sandbox=use_sandbox, timeout=timeout, cache=Path(cache))
+    except judge.ReferenceFailed as e:
+        return str(e)
 
 
 def _link_or_copy(src: Path, dest: Path) -> None:

@@ -86,8 +86,8 @@ class Hygiene(Preprocessor):
                 continue
             gid = meta.get("grade_id") if isinstance(meta, dict) else None
             if not isinstance(gid, str):  # a list, a number...: metadata no tool of nbgrader's wrote
-                notes.append(f"cell {i}: malformed nbgrader metadata ({type(meta).__name__} with grade_id "
-                             f"{type(gid).__name__}) was ignored")
+                shape = "not a dictionary" if not isinstance(meta, dict) else f"its grade_id is a {type(gid).__name__}"
+                notes.append(f"cell {i}: malformed nbgrader metadata ({shape}) was ignored")
                 del cell.metadata["nbgrader"]
             elif gid not in known:
                 notes.append(f"cell {i}: nbgrader metadata for {gid[:80]!r}, which is not part of the assignment, "

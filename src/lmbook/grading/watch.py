@@ -252,6 +252,7 @@ def install_thread_hooks() -> None:
         hooked = _watched_start(original)
         setattr(module, name, hooked)
         _hooked[(module, name)] = hooked
+        plumbing(hooked)  # starting a thread (tqdm's monitor, a pool's worker) is not calling the grader
 
 
 def _strangers() -> list[int]:
@@ -429,4 +430,5 @@ def _from_torch(fn) -> bool:
     return isinstance(owner, torch.Tensor) or str(module).startswith("torch")
 
 
-plumbing(CallWatch.__enter__, CallWatch.__exit__, _strangers, _hooks_in_place)  # leaving the watch is the grader's
+# entering and leaving the watch, and a watched thread's first frame, are the grader's
+plumbing(CallWatch.__enter__, CallWatch.__exit__, _strangers, _hooks_in_place, _thread_main)
