@@ -281,6 +281,9 @@ def _code_key(code: types.CodeType) -> tuple:
     return code.co_code, code.co_names, tuple(c for c in code.co_consts if not isinstance(c, types.CodeType))
 
 
+_GRADER_CODE, _OTHER_CODE, _UNSEEN = object(), object(), object()  # kinds of code, for the profile hook's memo
+
+
 def _substantial(code: types.CodeType) -> bool:
     """Code that is someone's work, not generated (dataclasses' methods) or a one-liner anyone would write."""
     return not code.co_filename.startswith("<") and len(code.co_code) >= 24
@@ -315,33 +318,50 @@ class CallWatch:
         self._attrs = tuple(check.forbidden_attrs)
         self._aten = forbidden_aten(self._attrs)
         self._aten_seen: dict[object, bool] = {}
+        self._kinds: dict[types.CodeType, object] = {}
+        self._c_names: dict[str, object] = {}
 
     # what each hook reports
 
     def _profile(self, frame, event, arg) -> None:
+        # Called for every call in every watched thread (training loops make millions): each code object and
+        # each C function's name is judged once, then looked up.
         if self.found is not None:
             return
-        if event == "c_call":
+        if event == "call":
+            code = frame.f_code
+            kind = self._kinds.get(code)
+            if kind is None:
+                kind = self._kinds[code] = self._kind_of(code, frame)
+            if kind is _GRADER_CODE:
+                if not _called_by_grader(frame.f_back):
+                    self.found = (f"called the grader's own `{frame.f_globals.get('__name__', '')}.{code.co_name}` "
+                                  "while it ran, which is not part of an answer")
+            elif kind is not _OTHER_CODE:
+                self.found = kind
+        elif event == "c_call":
             name = getattr(arg, "__name__", "")
+            hit = self._c_names.get(name, _UNSEEN)
+            if hit is _UNSEEN:
+                hit = self._c_names[name] = torch_match(name, self._attrs)
             if self._objects.get(id(arg)) is arg:
                 self.found = f"called `{name}` while it ran, the ready-made answer"
-            elif _from_torch(arg) and torch_match(name, self._attrs):
+            elif hit and _from_torch(arg):
                 self.found = f"called torch's `{name}` while it ran, a ready-made implementation of this task"
-        elif event == "call":
-            code = frame.f_code
-            if code in PLUMBING:
-                return
-            module = str(frame.f_globals.get("__name__", ""))
-            known = self._codes.get(code) or self._codes.get(_code_key(code))
-            if known:
-                self.found = f"called `{known}` while it ran, the ready-made answer"
-            elif _in_modules(module, self._modules):
-                self.found = (f"called `{module}.{code.co_name}` while it ran, from a module that holds the "
-                              "ready-made answer")
-            elif _in_modules(module, GRADER_MODULES) and code.co_name not in _DESCRIBING \
-                    and not _called_by_grader(frame.f_back):
-                self.found = (f"called the grader's own `{module}.{code.co_name}` while it ran, which is not "
-                              "part of an answer")
+
+    def _kind_of(self, code, frame):
+        """What calling this code is: the ready-made answer (the message), the grader's own, or anything else."""
+        if code in PLUMBING:
+            return _OTHER_CODE
+        module = str(frame.f_globals.get("__name__", ""))
+        known = self._codes.get(code) or self._codes.get(_code_key(code))
+        if known:
+            return f"called `{known}` while it ran, the ready-made answer"
+        if _in_modules(module, self._modules):
+            return f"called `{module}.{code.co_name}` while it ran, from a module that holds the ready-made answer"
+        if _in_modules(module, GRADER_MODULES) and code.co_name not in _DESCRIBING:
+            return _GRADER_CODE
+        return _OTHER_CODE
 
     def _torch_call(self, func, caller: str) -> None:
         if self.found is not None or _in_modules(caller, GRADER_MODULES):  # the grader's own code
