@@ -173,10 +173,192 @@ READY_MADE_EXPECTED = {
     "lambda_bound_later": ([0, 3, 3, 3, 4], False, "calls `.log_softmax`"),
     "module_named_at_run_time": (ZERO, True, "imports `importlib`"),
     "compiled_from_bytes": (ZERO, True, "calls `eval`"),
-    "attrgetter": ([0, 3, 3, 3, 4], False, "called torch's `log_softmax` while it ran"),
-    "methodcaller": ([0, 3, 3, 3, 4], False, "called torch's `log_softmax` while it ran"),
+    # a name computed at run time, as getattr on a module: reaching for what the grader cannot read
+    "attrgetter": (ZERO, True, "computed at run time"),
+    "methodcaller": (ZERO, True, "computed at run time"),
     "builtins_through_itself": (ZERO, True, "reaches `__dict__`"),
 }
+
+# ----------------------------------------------------------------------------- issue 29's kinds
+# Honest habits: everything here is what students write while they work, and costs nothing.
+HABITS_SETUP = """%matplotlib inline
+%config InlineBackend.figure_format = "retina"
+import os
+import sys
+import logging
+import warnings
+from tqdm.auto import tqdm
+torch.set_num_threads(os.cpu_count())
+logging.basicConfig(level=logging.INFO)"""
+HABITS_LOG_SOFTMAX = '''
+def logsumexp(z, dim):
+    """My own: the maximum first, so exp never overflows."""
+    m = z.amax(dim=dim, keepdim=True)
+    return m + (z - m).exp().sum(dim=dim, keepdim=True).log()
+
+
+def log_softmax(x, dim=-1):
+    print("log_softmax of shape", tuple(x.shape))
+    print("working...", file=sys.stderr)
+    sys.stderr.write("\\r50%")
+    logging.info("dim=%s", dim)
+    if x.abs().max() > 100:
+        warnings.warn("large logits: subtracting the maximum keeps exp finite")
+    return x - logsumexp(x, dim)'''
+HABITS_SCRATCH = """x = torch.randn(4, 10)
+out = torch.log_softmax(x, dim=-1)  # compare with torch's, outside the answer
+print("largest difference:", (log_softmax(x) - out).abs().max().item())
+%time y = log_softmax(torch.randn(64, 1000))
+%timeit -n 3 -r 1 log_softmax(x)"""
+HABITS_TIMED = """%%time
+import matplotlib.pyplot as plt
+z = torch.linspace(-5, 5, 50)
+plt.plot(z, log_softmax(torch.stack([z, torch.zeros_like(z)]), dim=0)[0])
+plt.title("log-softmax of (z, 0)")"""
+HABITS_TRAIN = '''
+class FFLM(nn.Module):
+    def __init__(self, V, window=4, d=32, H=128):
+        super().__init__()
+        self.window = window
+        self.emb, self.hidden, self.out = nn.Embedding(V, d), nn.Linear(window * d, H), nn.Linear(H, V)
+
+    def forward(self, ctx):
+        return self.out(torch.tanh(self.hidden(self.emb(ctx).flatten(1))))
+
+    def fit(self, ids, epochs=4):
+        contexts, targets = make_windows(ids, self.window)
+        opt = torch.optim.Adam(self.parameters(), lr=3e-3)
+        for epoch in tqdm(range(epochs), desc="epochs"):
+            order = torch.randperm(len(targets))
+            for i in range(0, len(order), 256):
+                idx = order[i:i + 256]
+                loss = F.cross_entropy(self(contexts[idx]), targets[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            print(f"epoch {epoch}: loss {loss.item():.3f}")
+        return self
+
+
+def train_lm(train_ids, vocab_size):
+    torch.manual_seed(0)
+    return FFLM(vocab_size).fit(train_ids), 4'''
+PASTED_IMAGE_B64 = "iVBORw0KGgo" + "A" * 25_000_000  # 25 MB pasted into a markdown cell
+
+
+def _honest_habits():
+    nb = fill({**GOOD, "log_softmax": HABITS_LOG_SOFTMAX, "train_lm": HABITS_TRAIN})
+    _with_cell(nb, HABITS_SETUP)
+    _with_cell(nb, HABITS_TIMED, after="log_softmax")
+    _with_cell(nb, HABITS_SCRATCH, after="log_softmax")
+    note = nbformat.v4.new_markdown_cell("My sketch of the model: ![sketch](attachment:sketch.png)")
+    note["attachments"] = {"sketch.png": {"image/png": PASTED_IMAGE_B64}}
+    i = next(k for k, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "train_lm")
+    nb.cells.insert(i, note)
+    return nb
+
+
+def _malformed_metadata():
+    nb = _with_cell(fill(GOOD), "scratch = 1")
+    cell = next(c for c in nb.cells if c.source == "scratch = 1")
+    cell.metadata["nbgrader"] = {"grade_id": ["scratch"], "solution": True, "grade": "no", "locked": []}
+    return nb
+
+
+# The ready-made op by routes only the run shows: another thread, torch's operator under a computed name, a
+# tensor that computes when read, the course's function reached by an attribute getter, the grader's reference.
+ROUTES_SETUP = """from concurrent.futures import ThreadPoolExecutor
+import operator
+import lmbook
+pool = ThreadPoolExecutor(1)
+pool.submit(int).result()  # the pool's thread runs from here on
+ops = torch.ops.aten
+name = "_log_" + "softmax\""""
+RUN_TIME_ROUTES = {
+    "thread_pool_operator": ("def log_softmax(x, dim=-1):\n"
+                             "    return pool.submit(getattr(ops, name), x, dim, False).result()"),
+    "tensor_computed_when_read": ("class Later(torch.Tensor):\n    def numpy(self, *args, **kwargs):\n"
+                                  "        return getattr(ops, name)(*type(self).todo, False).numpy()\n\n"
+                                  "def log_softmax(x, dim=-1):\n    Later.todo = (x, dim)\n"
+                                  "    return torch.zeros_like(x).as_subclass(Later)"),
+    "course_by_attribute_getter": ("get = operator.attrgetter('functional.log_softmax')\n\n"
+                                   "def log_softmax(x, dim=-1):\n    return get(lmbook)(x, dim)"),
+    "graders_own_reference": "def log_softmax(x, dim=-1):\n    return check.checks['log_softmax'].reference(x, dim)",
+}
+RUN_TIME_EXPECTED = {
+    "thread_pool_operator": "ran torch's `_log_softmax` while it ran",
+    "tensor_computed_when_read": "ran torch's `_log_softmax` while it ran",
+    "course_by_attribute_getter": "called `log_softmax` while it ran",
+    "graders_own_reference": "lmbook.grading.checks",
+}
+
+
+# A cross-entropy of the student's own that does not call their log_softmax: only task 1 is at stake.
+CE_OWN = """def cross_entropy(logits, targets, ignore_index=-100):
+    z = logits.reshape(-1, logits.shape[-1])
+    m = z.amax(dim=-1, keepdim=True)
+    logp = z - m - (z - m).exp().sum(dim=-1, keepdim=True).log()
+    targets = targets.reshape(-1)
+    keep = targets != ignore_index
+    return -logp[keep].gather(1, targets[keep].unsqueeze(1)).mean()
+
+
+def perplexity(logits, targets, ignore_index=-100):
+    return math.exp(cross_entropy(logits, targets, ignore_index).item())"""
+
+
+def _run_time_route(code: str):
+    return lambda: _with_cell(fill({**GOOD, "log_softmax": code, "cross_entropy": CE_OWN,
+                                    "train_lm": WRONG["train_lm"]}), ROUTES_SETUP)
+
+
+# Hidden inputs carried out through an exception's message and a returned value (the answers are right on the
+# visible cases): the feedback must show neither. LEAK_MARK and the hidden inputs' values are looked for.
+LEAK_MARK = "LEAKED-"
+LEAKING = {
+    "log_softmax": ("def log_softmax(x, dim=-1):\n    m = x.amax(dim=dim, keepdim=True)\n"
+                    "    if x.shape[-1] in (47, 5000, 1):  # hidden cases' sizes\n"
+                    f"        raise ValueError('{LEAK_MARK}' + str(x.flatten()[:4].tolist()))\n"
+                    "    return x - m - (x - m).exp().sum(dim=dim, keepdim=True).log()"),
+    "cross_entropy": GOOD["cross_entropy"].replace(
+        "    logp = ", "    if logits.shape[-1] in (47, 20, 30):\n"
+                      "        return logits.flatten()[:1].sum()  # an input, echoed\n    logp = ", 1),
+}
+
+
+def _image_flood():
+    cell = ("from IPython.display import display\nfor _ in range(20):\n"
+            "    display({'image/png': 'iVBORw0KGgo' + 'B' * 1_990_000}, raw=True)")
+    nb = fill(GOOD)
+    for _ in range(10):
+        _with_cell(nb, cell, after="sgns_loss")
+    return nb
+
+
+ISSUE_29 = {
+    "honest_habits": (_honest_habits, FULL, False, "attachments", {}),
+    "malformed_metadata": (_malformed_metadata, FULL, False, "malformed nbgrader metadata", {}),
+    "image_flood": (_image_flood, FULL, False, "", {}),
+    "leaks_through_messages": (lambda: fill({**GOOD, **LEAKING, "train_lm": WRONG["train_lm"]}), [1, 1, 3, 3, 0],
+                               False, "", {}),
+    **{name: (_run_time_route(code), [0, 3, 3, 3, 0], False, RUN_TIME_EXPECTED[name], {})
+       for name, code in RUN_TIME_ROUTES.items()},
+    "private_c_kernel": (lambda: fill({**GOOD, "cross_entropy": GOOD["cross_entropy"].replace(
+        "return -logp[keep].gather(1, targets[keep].unsqueeze(1)).mean()",
+        "return torch._C._nn.nll_loss_nd(logp, targets, None, 1, ignore_index)")}), ZERO, True, "torch's internals",
+        {}),
+    "returns_the_true_model": (lambda: fill({**GOOD, "train_lm": "def train_lm(train_ids, vocab_size):\n"
+                                             "    hmm = corpus.hmm\n    return (lambda ctx: torch.zeros(len(ctx), "
+                                             "vocab_size)), 12"}), [3, 3, 3, 3, 0], False, "`.hmm`", {}),
+    "fakes_training_time": (_tampering("import time\ntime.perf_counter = lambda: 0.0"), ZERO, True,
+                            "monkeypatching", {}),
+    "shell_under_an_alias": (_tampering("from IPython import get_ipython as shell\nshell().run_cell('x = 1')"),
+                             ZERO, True, "IPython.get_ipython", {}),
+    "walks_the_traceback": (_tampering("try:\n    1 / 0\nexcept ZeroDivisionError as e:\n"
+                                       "    above = e.__traceback__.tb_frame.f_back"), ZERO, True, "tb_frame", {}),
+    "shared_memory": (_tampering("import mmap\nshared = mmap.mmap(-1, 4096)"), ZERO, True, "shared memory", {}),
+}
+
 
 # name -> (build, expected per-task points, flagged, a phrase the report must contain, extra files)
 CORPUS = {
@@ -223,14 +405,16 @@ CORPUS = {
     "unkillable_loop": (_unkillable_loop, [3, 3, 0, 0, 0], False, "ran past its time limit", {}),
     "memory_hog": (_memory_hog, FULL, False, "", {}),
     "output_flood": (_output_flood, FULL, False, "", {}),
+    # the code under a timing magic is read (and run) as any code
     "time_magic": (_tampering("%%time\nimport numpy as np\nnp.save('/tmp/c4_0_0.npy', np.zeros(3))"), ZERO, True,
-                   "`%%time` runs the code", {}),
+                   "reads or writes files", {}),
     "future_hides_import": (_future_hides_import, [0, 0, 3, 3, 4], False, "torch.nn.functional.log_softmax", {}),
     "honest_patterns": (lambda: _with_cell(fill(GOOD), HONEST_PATTERNS), FULL, False, "", {}),
     "thread_forges_replies": (_tampering(THREAD_FORGER), ZERO, True, "imports `os`", {}),
     "fork_forges_replies": (_tampering(FORK_FORGER), ZERO, True, "imports `os`", {}),
     "huge_image": (lambda: _with_cell(fill(GOOD), HUGE_IMAGE), FULL, False, "", {}),
     **{name: (_answer(code), *READY_MADE_EXPECTED[name], {}) for name, code in READY_MADE.items()},
+    **ISSUE_29,
 }
 # Not graded at all (a clear status, 0 points): the file itself is broken.
 BROKEN = {
@@ -243,16 +427,21 @@ RENAMED = ("renamed", "my homework (final).ipynb", FULL, "was renamed")
 OLD_FORMAT = ("old_format", FULL, "converted from notebook format 3")
 
 
-def write_corpus(dest: Path) -> dict[str, tuple[list[int], bool, str]]:
-    """Write every submission as a student folder under ``dest``; return name -> (points, flagged, phrase)."""
+def write_corpus(dest: Path, only=None) -> dict[str, tuple[list[int], bool, str]]:
+    """Write every submission (``only``: those named) as a student folder under ``dest``; return
+    name -> (points, flagged, phrase)."""
     expected = {}
     for name, (build, points, flagged, phrase, extra) in CORPUS.items():
+        if only is not None and name not in only:
+            continue
         folder = dest / name
         folder.mkdir(parents=True)
         nbformat.write(build(), folder / NOTEBOOK)
         for fname, text in extra.items():
             (folder / fname).write_text(text)
         expected[name] = (points, flagged, phrase)
+    if only is not None:
+        return expected
     for name, (text, phrase) in BROKEN.items():
         (dest / name).mkdir(parents=True)
         (dest / name / NOTEBOOK).write_text(text)

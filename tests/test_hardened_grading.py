@@ -7,6 +7,7 @@ then nbgrader's own commands are run on the same course and must agree.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -24,6 +25,7 @@ from grading_outputs import section as _section
 from hostile_corpus import (
     BROKEN,
     CORPUS,
+    LEAK_MARK,
     MAX_TOTAL,
     OLD_FORMAT,
     RENAMED,
@@ -139,6 +141,59 @@ def test_student_html_never_reaches_the_feedback(batch):
     assert text.count("spam") < 5000
 
 
+def _everything_shown_for(batch, student: str) -> str:
+    """What the instructor and the student see of a submission: feedback, report, autograded notebook."""
+    out = batch["out"]
+    autograded = out / "course" / "autograded" / student / "ch01" / "ch01_feedforward_lm.ipynb"
+    return "\n".join([(out / "feedback" / f"{student}.html").read_text(), _section(batch["report"], student),
+                      autograded.read_text(), (out / "grades.csv").read_text()])
+
+
+def test_hidden_inputs_never_reach_the_feedback(batch):
+    import torch
+
+    from lmbook.grading.checks import case_inputs
+    from lmbook.tasks.ch01 import CROSS_ENTROPY, LOG_SOFTMAX
+    shown = _everything_shown_for(batch, "leaks_through_messages")
+    assert LEAK_MARK not in shown, "an exception's message from a hidden case reached the feedback"
+    leaked = []
+    for check, seed, sizes in [(LOG_SOFTMAX, 1207, (47, 5000, 1)), (CROSS_ENTROPY, 3301, (47, 20, 30))]:
+        for k, case in enumerate(check.hidden_cases):
+            x = case_inputs(case, seed, k, torch.device("cpu"))[0][0]
+            if x.shape[-1] in sizes:
+                leaked += [f"{v:.6f}" for v in x.flatten()[:4].tolist() if abs(v) > 1e-3]
+    assert leaked and not [v for v in leaked if v in shown], "a hidden input's value reached the feedback"
+
+
+def test_a_notebook_of_megabyte_images_costs_the_grader_a_bounded_amount(batch):
+    # 10 cells x 20 images of 1.99 MB: 400 MB shown; what is kept, in each place, stays within the caps
+    out = batch["out"]
+    autograded = out / "course" / "autograded" / "image_flood" / "ch01" / "ch01_feedforward_lm.ipynb"
+    kept = {"autograded notebook": autograded,
+            "feedback": out / "feedback" / "image_flood.html"}
+    kept |= {f"cached result {p.name}": p for p in (out / "course" / "lmbook_cache").glob("*.json")}
+    for what, path in kept.items():
+        assert path.stat().st_size < 12_000_000, f"{what} holds {path.stat().st_size / 1e6:.0f} MB"
+    assert "more than the grader keeps" in (out / "feedback" / "image_flood.html").read_text()
+
+
+def test_an_answer_that_loops_forever_costs_one_cells_time_limit(batch):
+    import nbformat
+    course = batch["out"] / "course"
+    nb = nbformat.read(course / "autograded" / "hangs_in_answer" / "ch01" / "ch01_feedforward_lm.ipynb", 4)
+    hidden = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "hidden_ffnn_forward")
+    said = json.dumps(hidden.outputs)
+    assert "already ran past its time limit" in said, said[:2000]
+
+
+def test_honest_habits_are_graded_like_the_solution(batch):
+    row = batch["rows"]["honest_habits"]
+    assert row["status"] == "graded" and row["flagged"] == "", row
+    assert "## honest_habits" not in batch["suspicious"]
+    feedback = (batch["out"] / "feedback" / "honest_habits.html").read_text()
+    assert "largest difference" in feedback and "epoch 3: loss" in feedback  # the student's own output is shown
+
+
 # ----------------------------------------------------------------------------- wrong and correct implementations
 
 
@@ -186,7 +241,8 @@ def test_plain_nbgrader_autograde_alone_is_hardened(batch, tmp_path):
     course.mkdir()
     r = _nbgrader(course, "generate_assignment", "ch01", "--force")
     assert r.returncode == 0, r.stderr[-2000:]
-    picks = ["honest", "monkeypatch_allclose", "tags_on_tests", "edited_test_cells"]
+    picks = ["honest", "monkeypatch_allclose", "tags_on_tests", "edited_test_cells", "honest_habits",
+             "thread_pool_operator"]
     for student in picks:
         dest = course / "submitted" / student / "ch01"
         dest.mkdir(parents=True)
@@ -242,3 +298,53 @@ def test_an_interrupted_batch_resumes_without_regrading_finished_students(tmp_pa
         assert [float(rows[student][t]) for t in TASKS] == CORPUS[student][1], student
     with sqlite3.connect(out / "course" / "gradebook.db") as con:
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+# ----------------------------------------------------------------------------- Jupyter says the same thing
+
+
+def _run_in_jupyter(nb):
+    """The notebook as a student runs it: top to bottom in a real kernel (errors kept, as Jupyter shows them)."""
+    from nbclient import NotebookClient
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(ROOT / "exercises" / "ch01")}})
+    client.execute()
+    return nb
+
+
+def _said(cell) -> str:
+    """What the checks said in a test cell (not what the student's answer printed while it ran)."""
+    parts = []
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "stream" and o.get("name") == "stdout":
+            parts += [line for line in o.get("text", "").splitlines() if line.startswith("✓")]
+        elif o.get("output_type") == "error":
+            parts.append(re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(o.get("traceback", []))))
+    # the time a training run took differs between machines: the rest must be the same
+    return re.sub(r"trained in [\d.]+ s", "trained in _ s", "\n".join(parts)).strip()
+
+
+@pytest.mark.parametrize("student", ["honest_habits", "walks_the_traceback"])
+def test_jupyter_says_what_the_grader_says_cell_by_cell(batch, student):
+    import nbformat
+    nb = _run_in_jupyter(nbformat.read(batch["subs"] / student / "ch01_feedforward_lm.ipynb", 4))
+    autograded = nbformat.read(batch["out"] / "course" / "autograded" / student / "ch01" / "ch01_feedforward_lm.ipynb",
+                               4)
+    graded = {c.metadata["nbgrader"]["grade_id"]: c for c in autograded.cells
+              if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"]["grade_id"].startswith("test_")}
+    assert len(graded) == 5
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if gid in graded:
+            jupyter, grader = _said(cell), _said(graded[gid])
+            if CORPUS[student][2]:  # flagged: both refuse, in their own words for where to look
+                refused = "reaches for the grader's machinery"
+                assert refused in jupyter and refused in grader, f"{gid}:\nJupyter: {jupyter}\ngrader:  {grader}"
+            elif "training took" in jupyter:
+                # Jupyter times training on the wall clock of whatever machine runs it (a test machine may be
+                # loaded many times over); the grader in CPU time: only the verdicts on the model can be compared
+                assert "✓ train_lm" in grader or "training took" in grader, grader
+            else:
+                assert jupyter == grader, f"{gid}:\nJupyter: {jupyter}\ngrader:  {grader}"
+    warned = [c.source[:60] for c in nb.cells if "the grader refuses this cell" in json.dumps(c.get("outputs", []))]
+    assert bool(warned) == CORPUS[student][2], f"cells Jupyter warned about: {warned}"

@@ -131,7 +131,7 @@ def _graded_with(monkeypatch, code: str, after: str, answers: dict | None = None
 def test_the_job_folder_holds_the_students_cells_and_no_test_inputs(monkeypatch):
     _, text, verdicts = _graded_with(monkeypatch, READS_THE_JOB, after="setup")
     assert "FILES ['job.json']" in text, text
-    assert "KEYS ['kind', 'source']" in text, f"job.json holds more than the cells: {text}"
+    assert "KEYS ['fork', 'kind', 'source']" in text, f"job.json holds more than the cells: {text}"
     assert verdicts["hidden_log_softmax"].passed  # the solution's answer, graded as usual
 
 
@@ -224,3 +224,150 @@ def test_a_cell_the_analysis_cannot_read_is_not_run():
     plan = _plan(nb, importlib.import_module(checks_module(nb)).check, 10.0, unreadable)
     assert 3 not in plan.cells and all(s.get("source") != hidden for s in plan.steps)
     assert len(plan.cells) == sum(c.cell_type == "code" for c in nb.cells) - 1  # every other cell runs
+
+
+# ----------------------------------------------------------------------------- hidden inputs stay in the sandbox
+# With the static analysis off (as if the attack had got past it), the leaking answer writes what it gets into a
+# file, into memory shared with its parent, into its exception's message and its return value, and a thread
+# started in an earlier cell watches every frame of the process for the grader's messages.
+
+SPY = """
+import mmap, sys, threading, time
+SHARED = mmap.mmap(-1, 4096)  # anonymous memory shared with every process forked later
+FOUND = []
+TOKENS = ["'" + HIDDEN_ID + "0'", '"' + HIDDEN_ID + '0"']  # the first case's id, in a dict or in JSON
+def spy():
+    while True:
+        for frame in list(sys._current_frames().values()):
+            while frame is not None:
+                for v in list(frame.f_locals.values()):
+                    if v is TOKENS or v is FOUND or v is globals():  # the spy's own (the notebook's namespace)
+                        continue
+                    text = repr(v)[:1000000]
+                    if any(t in text for t in TOKENS):
+                        FOUND.append(f"{type(v).__name__} in {frame.f_code.co_name}")
+                frame = frame.f_back
+        time.sleep(0.0005)
+threading.Thread(target=spy, daemon=True).start()
+"""
+LEAKS = """
+import torch
+def log_softmax(x, dim=-1):
+    m = x.amax(dim=dim, keepdim=True)
+    if tuple(x.shape) == (1, 47):  # the first hidden case
+        secret = "LEAKED" + ",".join(f"{v:.6f}" for v in x.flatten()[:3].tolist())
+        SHARED[:len(secret)] = secret.encode()
+        for path in ("/tmp/leak.txt", "/home/student/leak.txt"):
+            try:
+                open(path, "w").write(secret)
+            except OSError:
+                pass
+        raise ValueError(secret)
+    return x - m - (x - m).exp().sum(dim=dim, keepdim=True).log()
+"""
+ECHOES = """
+def cross_entropy(logits, targets, ignore_index=-100):
+    return logits.flatten()[:1].sum()  # echoes an input back
+
+def perplexity(logits, targets, ignore_index=-100):
+    return float(logits.flatten()[0])
+"""
+READS_BACK = """
+import os
+print("FILES", [open(p).read() for p in ("/tmp/leak.txt", "/home/student/leak.txt") if os.path.exists(p)])
+print("SHARED", SHARED[:6])
+print("SPY", FOUND)
+"""
+
+
+@pytest.mark.slow
+def test_a_hidden_test_leaves_nothing_behind_and_its_feedback_echoes_nothing(monkeypatch):
+    import sys
+    from pathlib import Path
+
+    import nbformat
+
+    from lmbook.grading import judge, static
+    from lmbook.grading.checks import case_inputs
+    from lmbook.tasks.ch01 import CROSS_ENTROPY, LOG_SOFTMAX
+    sys.path.insert(0, str(Path(__file__).parent))
+    from hostile_corpus import WRONG, _with_cell
+
+    monkeypatch.setattr(static, "find_tampering", lambda cells: [])
+    nb = nbformat.read(Path(__file__).parent.parent / "solutions" / "ch01" / "ch01_feedforward_lm.ipynb", 4)
+    for task, source in {"train_lm": WRONG["train_lm"], "log_softmax": LEAKS, "cross_entropy": ECHOES}.items():
+        next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == task).source = source
+    hidden = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") ==
+                  "hidden_log_softmax")
+    # the probe ids of that cell (made at run time: the notebook's own source never holds them)
+    nb = _with_cell(nb, f"HIDDEN_ID = 'c' + str({hidden + 1}) + '_0_'\n" + SPY, after="setup")
+    nb = _with_cell(nb, READS_BACK, after="hidden_cross_entropy")
+    graded = judge.grade_notebook(nb, timeout=60)
+    later = next(i for i, c in enumerate(nb.cells) if c.source == READS_BACK)
+    text = "".join(o.get("text", "") for o in graded.outputs.get(later, []))
+    assert "FILES []" in text, f"a hidden test's file reached a later cell: {text}"
+    assert "SHARED b'\\x00\\x00\\x00\\x00\\x00\\x00'" in text, f"shared memory reached a later cell: {text}"
+    assert "SPY []" in text, f"a thread of the notebook saw a hidden test's inputs: {text}"
+    feedback = json.dumps({i: v.lines for i, v in graded.verdicts.items()}) + json.dumps(graded.outputs)
+    assert "LEAKED" not in feedback
+    x = case_inputs(LOG_SOFTMAX.hidden_cases[0], 1207, 0, torch.device("cpu"))[0][0]
+    logits = case_inputs(CROSS_ENTROPY.hidden_cases[0], 3301, 0, torch.device("cpu"))[0][0]
+    for value in [*x.flatten()[:3].tolist(), float(logits.flatten()[0])]:
+        for shown in (f"{value:.6f}", f"{value:.6g}", f"{value:.4g}"):
+            assert shown not in feedback, f"a hidden input ({shown}) reached the feedback"
+    verdicts = {nb.cells[i].metadata["nbgrader"]["grade_id"]: v for i, v in graded.verdicts.items()}
+    assert "your code raised ValueError" in verdicts["hidden_log_softmax"].lines[0]
+    assert "(a hidden case's values are not shown)" in verdicts["hidden_cross_entropy"].lines[0]
+
+
+# ----------------------------------------------------------------------------- switching the watch off, in the sandbox
+
+SWITCHES_OFF = """
+import sys
+def log_softmax(x, dim=-1):
+    sys.setprofile(None)
+    m = x.amax(dim=dim, keepdim=True)
+    return x - m - (x - m).exp().sum(dim=dim, keepdim=True).log()
+"""
+
+
+@pytest.mark.slow
+def test_switching_off_the_watch_at_run_time_is_tampering_and_earns_nothing(monkeypatch):
+    graded, _, verdicts = _graded_with(monkeypatch, "import _thread\n_thread.start_new_thread = print",
+                                       after="sgns_loss", answers={"log_softmax": SWITCHES_OFF})
+    assert any("sys.setprofile" in t for t in graded.tampering), graded.tampering
+    assert any("hook on new threads" in t for t in graded.tampering), graded.tampering
+    assert all(not v.passed and "reaches for the grader's machinery" in v.lines[0] for v in verdicts.values())
+
+
+# ----------------------------------------------------------------------------- training time the student cannot fake
+
+FAKES_TIME = """
+import time
+time.perf_counter = lambda: 0.0  # training looks instant to the notebook
+
+def train_lm(train_ids, vocab_size):
+    class Lazy(nn.Module):  # trains on its first forward call, after train_lm has returned
+        def __init__(self):
+            super().__init__()
+            self.done = False
+
+        def forward(self, ctx):
+            if not self.done:
+                end = time.process_time() + 4
+                while time.process_time() < end:
+                    pass
+                self.done = True
+            return torch.zeros(len(ctx), vocab_size)
+    return Lazy(), 3
+"""
+
+
+@pytest.mark.slow
+def test_training_time_is_measured_where_the_student_cannot_fake_it(monkeypatch):
+    from lmbook.tasks import ch01
+    monkeypatch.setattr(ch01, "TRAIN_TIME_LIMIT_S", 2.0)  # read by the judge, outside the sandbox
+    _, _, verdicts = _graded_with(monkeypatch, "x = 1", after="setup", answers={"train_lm": FAKES_TIME})
+    assert "training took" in verdicts["test_train_lm"].lines[0], verdicts["test_train_lm"].lines
+    seconds = float(verdicts["test_train_lm"].lines[0].split("training took ")[1].split(" s")[0])
+    assert seconds >= 4, verdicts["test_train_lm"].lines

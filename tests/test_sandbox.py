@@ -20,7 +20,7 @@ def _run(tmp_path: Path, *cells: str, timeout: float = 30, limits: sandbox.Limit
     """Run code cells in the sandbox; return (outputs per cell, RunResult)."""
     job = tmp_path / "job"
     job.mkdir()
-    steps = [{"kind": "code", "source": c} for c in cells]
+    steps = [{"kind": "code", "source": c, "fork": i in forked} for i, c in enumerate(cells)]
     (job / "job.json").write_text(json.dumps({"checks_module": None, "steps": steps}))
     for p in (tmp_path, job):
         os.chmod(p, 0o755)
@@ -133,12 +133,10 @@ while time.monotonic() < end:
     assert result.stray > 0
 
 
-def test_a_reply_that_never_ends_is_cut_off_at_its_limit(tmp_path, monkeypatch):
-    monkeypatch.setattr(sandbox, "MAX_REPLY_BYTES", 4 * 1024**2)
-    outs, result = _run(tmp_path, _WRITE_EVERYWHERE + "for _ in range(20):\n    write_everywhere(b'x' * 2**20)",
-                        "print('never')")
-    assert outs[1] is None
-    assert "more than 4 MiB for one cell" in result.killed
+def test_a_line_that_never_ends_is_dropped_as_it_comes(tmp_path):
+    outs, result = _run(tmp_path, _WRITE_EVERYWHERE + "for _ in range(40):\n    write_everywhere(b'x' * 2**20)\n"
+                        "write_everywhere(b'\\n')", "print('after')")
+    assert "after" in _text(outs[1]) and result.killed is None and result.stray >= 1
 
 
 def test_a_forked_step_leaves_nothing_behind_for_the_next(tmp_path):
@@ -152,8 +150,43 @@ def test_a_forked_step_leaves_nothing_behind_for_the_next(tmp_path):
 def test_a_huge_image_is_replaced_by_a_note(tmp_path):
     outs, _ = _run(tmp_path, "from IPython.display import display\n"
                              "display({'image/png': 'A' * 40_000_000}, raw=True)")
-    assert "too large for the grader to keep" in _text(outs[0])
+    assert "more than the grader keeps" in _text(outs[0])
     assert len(json.dumps(outs[0])) < 10_000
+
+
+def test_images_are_kept_within_a_cell_and_a_notebook_budget(tmp_path):
+    from lmbook.grading import runner
+    shows = ("from IPython.display import display\nfor _ in range(20):\n"
+             "    display({'image/png': 'B' * 1_990_000}, raw=True)")
+    outs, result = _run(tmp_path, *[shows] * 6)
+    kept = [sum(len(o.get("data", {}).get("image/png", "")) for o in cell or []) for cell in outs]
+    assert all(k <= runner.MAX_CELL_OUTPUT_CHARS for k in kept), kept
+    assert sum(kept) <= runner.MAX_NOTEBOOK_OUTPUT_CHARS, kept
+    assert "more than the grader keeps" in _text(outs[-1])
+    assert result.killed is None
+
+
+def test_lines_forged_on_the_channel_are_dropped_unread(tmp_path):
+    import resource
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    forge = (_WRITE_EVERYWHERE + "for _ in range(2):\n"
+             "    write_everywhere(b'{\"x\": [' + b'{},' * 13_000_000 + b'{}]}\\n')")
+    outs, result = _run(tmp_path, forge, "print('after')")
+    assert "after" in _text(outs[1]) and result.killed is None
+    assert result.stray >= 2
+    grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before  # kB
+    assert grew < 400_000, f"the grader's memory grew by {grew / 1024:.0f} MB reading two 39 MB lines"
+
+
+def test_a_forked_step_writes_nothing_a_later_step_can_read(tmp_path):
+    outs, result = _run(tmp_path, "import os\nopen('/tmp/left', 'w').write('x')", "import os\n"
+                        "print('LEFT' if os.path.exists('/tmp/left') else 'NOTHING')", forked=(0,))
+    assert "NOTHING" in _text(outs[1]), _text(outs[1])
+
+
+def test_a_cell_that_waits_is_stopped_on_the_wall_clock(tmp_path):
+    outs, result = _run(tmp_path, "import time\ntime.sleep(1000)", "print('next')", timeout=1)
+    assert "TimeLimit" in _text(outs[0]) and "next" in _text(outs[1])
 
 
 def test_output_is_truncated(tmp_path):

@@ -16,7 +16,7 @@ from make_samples import solution_answers  # noqa: E402
 
 SETUP = ("import math\nimport torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
          "from lmbook import get_device, seed_everything\nfrom lmbook.corpus import load_corpus, make_windows\n"
-         "from lmbook.tasks.ch01 import check\ndevice = get_device()")
+         "from lmbook.tasks.ch01 import check\ndevice = get_device()\ncorpus = load_corpus()")
 
 
 def cells(*sources: str) -> list[tuple[int, str]]:
@@ -50,6 +50,26 @@ def test_the_solution_and_its_setup_are_not_suspicious():
     "from __future__ import annotations\ndef f(x: Tensor) -> Tensor:\n    return x",
     "torch.log_softmax?",
     "%precision 3",
+    # what students write while they work: output, warnings, logging, progress, threads, timing, figures
+    "import sys\nprint('epoch 1', file=sys.stderr)\nsys.stderr.write('50%\\r')\nsys.stdout.flush()",
+    "import warnings\nwarnings.warn('the loss went up')",
+    "import logging\nlogging.basicConfig(level=logging.INFO)\nlogging.info('step %d', 3)",
+    "from tqdm.auto import tqdm\nfor i in tqdm(range(3)):\n    pass",
+    "import os\ntorch.set_num_threads(os.cpu_count())",
+    "from os import cpu_count\ntorch.set_num_threads(cpu_count())",
+    "%config InlineBackend.figure_format = 'retina'",
+    '%config InlineBackend.figure_formats = {"png", "retina"}',
+    "%%time\nx = torch.randn(3, 5)\ny = x.sum()",
+    "%time y = torch.randn(3).sum()",
+    "%timeit torch.randn(3).sum()",
+    "%timeit -n 10 -r 3 torch.randn(3).sum()",
+    "result = %timeit -o torch.randn(3).sum()",
+    "%%timeit x = torch.randn(3)\nx.sum()",
+    "for n in (10, 100):\n    %time torch.randn(n).sum()",
+    "%%capture captured\nprint('quiet')",
+    "%load_ext autoreload\n%autoreload 2",
+    "from IPython.display import display, Markdown\ndisplay(Markdown('**done**'))",
+    "import IPython.display as ipd\nipd.clear_output()",
 ])
 def test_honest_code_is_not_flagged(code):
     assert find_tampering(cells(code)) == []
@@ -95,12 +115,17 @@ def test_an_honest_notebook_with_all_of_those_is_clean_and_keeps_its_answers():
     ("path = '/proc/self/cmdline'", "process table"),
     ("out = '/tmp/lmbook-grade-x/out/c4_0_0.npy'", "grader's files"),
     ("name = f'{out}/c4_0_0.npy'", "grader's files"),
-    # magics whose argument is code, or that reach files or processes
-    ("%time x = open('/etc/passwd').read()", "`%time` runs the code"),
-    ("%%time\nimport os\nos.system('ls')", "`%%time` runs the code"),
-    ("%timeit log_softmax(torch.zeros(3))", "`%timeit` runs the code"),
-    ("%%capture out\nprint(1)", "`%%capture`"),
-    ("%config InlineBackend.figure_format = 'svg'", "`%config`"),
+    # the code under a timing magic is read as any code
+    ("%time x = open('/etc/passwd').read()", "calls `open`"),
+    ("%%time\nimport os\nos.system('ls')", "imports `os`"),
+    ("%timeit exec('import os')", "calls `exec`"),
+    ("%%timeit import subprocess\nsubprocess.run(['ls'])", "running other programs"),
+    ("%%capture out\nimport socket", "the network"),
+    ("x = %timeit -o __import__('os')", "`__import__`"),
+    # magics that run other code, or reach files or processes; and IPython's expansions in allowed ones
+    ("%config InlineBackend.figure_format = x", "`%config`"),
+    ("%config InlineBackend.figure_format = '{exec(\"1\")}'", "`%config`"),
+    ("%config IPCompleter.evaluation = 'unsafe'", "`%config`"),
     ("%run helper.py", "`%run`"),
     ("%env SECRET=1", "`%env`"),
     ("%%writefile helper.py\nprint(1)", "`%%writefile`"),
@@ -108,10 +133,28 @@ def test_an_honest_notebook_with_all_of_those_is_clean_and_keeps_its_answers():
     ("%sx cat /etc/passwd", "`%sx`"),
     ("files = !ls", "getoutput"),
     ("%%bash\nls", "`%%bash`"),
-    ("%load_ext autoreload", "`%load_ext`"),
+    ("%load_ext helper_extension", "`%load_ext`"),
     ("%matplotlib module://helper", "`%matplotlib`"),
     ("%matplotlib {exec('1')}", "`%matplotlib`"),
-    ("get_ipython().run_line_magic('time', 'x = 1')", "`%time`"),
+    ("get_ipython().run_line_magic('run', 'x.py')", "`%run`"),
+    # IPython's shell under another name, frames and tracebacks, torch's hooks and internals
+    ("from IPython import get_ipython as shell\nshell().run_cell('1')", "`IPython.get_ipython`"),
+    ("import IPython\nIPython.get_ipython().ex('1')", "`IPython.get_ipython`"),
+    ("ip = IPython_shell.run_cell", "`run_cell`"),
+    ("try:\n    1 / 0\nexcept Exception as e:\n    up = e.__traceback__.tb_frame.f_back", "`tb_frame`"),
+    ("def f(g):\n    return g.gi_frame.f_locals", "`gi_frame`"),
+    ("frame = getattr(tb, 'tb_frame')", "`tb_frame`"),
+    ("import operator\nget = operator.attrgetter('tb_' + 'frame')", "computed at run time"),
+    ("with torch._C.DisableTorchFunction():\n    pass", "torch's internals"),
+    ("from torch.overrides import TorchFunctionMode", "torch's internals"),
+    ("class Lazy(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, f, t, a=(), k=None):\n"
+     "        return f(*a)", "`__torch_function__`"),
+    ("cu = torch.jit.CompilationUnit('def f(x):\\n    return x')", "torch's internals"),
+    ("import _thread\n_thread.start_new_thread(print, ())", "background threads"),
+    ("import mmap\nbuf = mmap.mmap(-1, 4096)", "shared memory"),
+    ("import numpy as np\nc = np.ctypeslib.ctypes", "raw memory"),
+    ("import sys\nsys.settrace(None)", "sys.settrace"),
+    ("import sys\nsys.stderr = open('/dev/null', 'w')", "monkeypatching"),
     # os beyond its path functions, and sys.path beyond a fixed folder
     ("import os\nos.system('ls')", "imports `os`"),
     ("import os\nsh = os\nsh.system('ls')", "reaches `os`"),
@@ -167,8 +210,13 @@ def test_the_ready_made_answer_is_found_in_a_cell_only_a_future_import_makes_val
     "from torch.nn.functional import log_softmax",
     "log_softmax = torch.log_softmax",
     "def log_softmax(x, dim=-1):\n    return F.log_softmax(x, dim)",
-    "def log_softmax(x, dim=-1):\n    return x.log_softmax(dim)",
     "def log_softmax(x, dim=-1):\n    return x - torch.logsumexp(x, dim, keepdim=True)",
+    # torch's other names for the same op, derived from torch: private, C-level, special
+    "def log_softmax(x, dim=-1):\n    return torch._log_softmax(x, dim, False)",
+    "def log_softmax(x, dim=-1):\n    return x - torch.special.logsumexp(x, dim, keepdim=True)",
+    "def log_softmax(x, dim=-1):\n    return torch.nn.LogSoftmax(dim)(x)",
+    # a definition under a timing magic is a definition
+    "%%time\ndef log_softmax(x, dim=-1):\n    return F.log_softmax(x, dim)",
     "from torch.nn.functional import log_softmax as ls\ndef log_softmax(x, dim=-1):\n    return ls(x, dim)",
     "import lmbook.functional as lf\ndef log_softmax(x, dim=-1):\n    return lf.log_softmax(x, dim)",
     "helper = F.log_softmax\ndef log_softmax(x, dim=-1):\n    return helper(x, dim)",
@@ -199,3 +247,62 @@ def test_training_with_the_books_model_or_the_true_model_is_forbidden():
     uses_hmm = "def train_lm(ids, V):\n    hmm = load_corpus().hmm\n    return (lambda c: hmm), 3"
     assert find_forbidden_use(cells(uses_model), "train_lm", TRAIN_LM)
     assert find_forbidden_use(cells(uses_hmm), "train_lm", TRAIN_LM)
+
+
+def test_cross_entropy_through_torchs_c_level_names_is_forbidden():
+    for code in ["def cross_entropy(lg, t, ignore_index=-100):\n    return torch._C._nn.cross_entropy_loss(lg, t)",
+                 "def cross_entropy(lg, t, ignore_index=-100):\n    return torch._C._nn.nll_loss_nd(lg, t)",
+                 "def cross_entropy(lg, t, ignore_index=-100):\n    return torch.nn.CrossEntropyLoss()(lg, t)"]:
+        assert find_forbidden_use(cells(code), "cross_entropy", CROSS_ENTROPY), code
+
+
+@pytest.mark.parametrize("code, fn, check", [
+    # a helper of the student's own named like torch's op
+    ("def logsumexp(z, dim):\n    m = z.amax(dim, keepdim=True)\n"
+     "    return m + (z - m).exp().sum(dim, keepdim=True).log()\n"
+     "def log_softmax(x, dim=-1):\n    return x - logsumexp(x, dim)", "log_softmax", LOG_SOFTMAX),
+    # a method of the student's own, called on their own object (not a library's)
+    ("class Stable:\n    def logsumexp(self, z, dim):\n        return z.exp().sum(dim, keepdim=True).log()\n"
+     "def log_softmax(x, dim=-1):\n    m = x.amax(dim, keepdim=True)\n"
+     "    return x - m - Stable().logsumexp(x - m, dim)",
+     "log_softmax", LOG_SOFTMAX),
+    ("class MyLM(nn.Module):\n    def __init__(self, V):\n        super().__init__()\n"
+     "        self.out = nn.Linear(4, V)\n"
+     "    def fit(self, ids):\n        return self\n"
+     "def train_lm(train_ids, vocab_size):\n    model = MyLM(vocab_size).fit(train_ids)\n    return model, 3",
+     "train_lm", TRAIN_LM),
+])
+def test_students_names_that_match_a_ready_made_ones_are_not_forbidden(code, fn, check):
+    assert find_forbidden_use(cells(code), fn, check) is None
+
+
+def test_a_scratch_cell_comparing_with_torch_into_a_global_does_not_cost_the_answer():
+    # `out` is a global of the scratch cell and a local of the answer: the answer never reads the global
+    answer = ("def log_softmax(x, dim=-1):\n    out = x - x.amax(dim, keepdim=True)\n"
+              "    return out - out.exp().sum(dim, keepdim=True).log()")
+    scratch = "x = torch.randn(3, 5)\nout = torch.log_softmax(x, -1)\nprint((log_softmax(x) - out).abs().max())"
+    assert find_forbidden_use(cells(answer, scratch), "log_softmax", LOG_SOFTMAX) is None
+    assert find_forbidden_use(cells(scratch, answer), "log_softmax", LOG_SOFTMAX) is None
+
+
+def test_the_binding_in_force_at_the_test_counts():
+    tried = "from torch.nn.functional import log_softmax"  # tried first, then written by hand
+    own = ("def log_softmax(x, dim=-1):\n    m = x.amax(dim, keepdim=True)\n"
+           "    return x - m - (x - m).exp().sum(dim, keepdim=True).log()")
+    assert find_forbidden_use(cells(tried, own), "log_softmax", LOG_SOFTMAX) is None
+    assert find_forbidden_use(cells(own, tried), "log_softmax", LOG_SOFTMAX) is not None
+    # a test cell between them sees the first: before=3 is the cell after `tried` and `own` (cells 1 and 2)
+    assert find_forbidden_use(cells(own, tried), "log_softmax", LOG_SOFTMAX, before=2) is None
+
+
+def test_a_method_call_on_a_tensor_is_left_to_the_run_time_watch():
+    # `x` is the answer's parameter: reading the code cannot tell a tensor from the student's own object;
+    # the watch over the answer's run sees torch's Tensor.log_softmax called (tests/test_checks.py)
+    assert find_forbidden_use(cells("def log_softmax(x, dim=-1):\n    return x.log_softmax(dim)"),
+                              "log_softmax", LOG_SOFTMAX) is None
+
+
+def test_a_library_objects_forbidden_attribute_is_forbidden():
+    # the set-up cell's `corpus = load_corpus()`: its `.hmm` is the true model
+    assert find_forbidden_use(cells("def train_lm(ids, V):\n    h = corpus.hmm\n    return (lambda c: h), 3"),
+                              "train_lm", TRAIN_LM)

@@ -166,7 +166,7 @@ def _prepare(nb, sid: str, assignment: str, stem: str, db_url: str):
 
 def _phase1(job: tuple) -> dict:
     """Worker: prepare, sandbox-run and judge one submission; the result goes into the course's cache."""
-    sid, nb_path, assignment, stem, db_url, cache, use_sandbox, timeout = job
+    sid, nb_path, assignment, stem, db_url, cache, use_sandbox, timeout, reference_seconds = job
     from .grading import judge
     from .grading.nbgrader_plugin import load_cached, notebook_key, store
 
@@ -176,13 +176,14 @@ def _phase1(job: tuple) -> dict:
         graded = load_cached(Path(cache), key, nb)
         cached = graded is not None
         if graded is None:
-            graded = judge.grade_notebook(nb, use_sandbox=use_sandbox, timeout=timeout)
+            graded = judge.grade_notebook(nb, use_sandbox=use_sandbox, timeout=timeout,
+                                          reference_seconds=reference_seconds)
             store(Path(cache), key, graded, nb)
     except judge.NotebookConfigError:
         raise  # the course's notebook is broken: stop the batch and say so
     except Exception as e:  # noqa: BLE001 - one student's odd notebook never stops the class
         return {"sid": sid, "error": f"{type(e).__name__}: {e}"}
-    return {"sid": sid, "notes": nb.metadata.get("lmbook", {}).get("hygiene", []), "tampering": graded.tampering,
+    return {"sid": sid, "notes": nb.metadata.get("lmbook", {}).get("hygiene", []), "tampering": graded.flagged,
             "forbidden": graded.forbidden, "problem": graded.problem, "cached": cached, "key": _submission_key(nb)}
 
 
@@ -253,10 +254,27 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
                 st.notebook = None
                 shutil.rmtree(course / "submitted" / st.sid / assignment, ignore_errors=True)
 
+    # The reference solution first, in the same sandbox and configuration: if it does not earn full marks, the
+    # grader is misconfigured (say, the sandbox cannot import lmbook) and grades nobody. In a process of its
+    # own: this one must not start torch's threads before it forks the grading workers.
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1, initializer=interrupt.unwind_on_signals) as pool:
+        try:
+            reference = pool.submit(interrupt.call_in_worker, _reference, (
+                str(notebooks[0]), use_sandbox, timeout, str(course / "lmbook_cache"))).result()
+        except BaseException:
+            interrupt.stop_workers(pool)
+            raise
+    if isinstance(reference, str):
+        raise SystemExit(f"lmbook-grade: {reference}")
+    reference_seconds = reference
+    phases["reference"] = time.perf_counter() - started - sum(phases.values())
+
     # Phase 1, in parallel: sandboxed runs and verdicts, cached in the course folder.
     by_sid = {st.sid: st for st in students}
-    jobs = [(st.sid, str(st.notebook), assignment, stem, db_url, str(course / "lmbook_cache"), use_sandbox, timeout)
-            for st in students if st.notebook is not None]
+    jobs = [(st.sid, str(st.notebook), assignment, stem, db_url, str(course / "lmbook_cache"), use_sandbox, timeout,
+             reference_seconds) for st in students if st.notebook is not None]
     for res in _run_phase1(jobs, workers, progress):
         st = by_sid[res["sid"]]
         if "error" in res:
@@ -298,9 +316,9 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
             try:
                 if html.exists():
                     page = mathjax.offline(html.read_text(encoding="utf-8"))
-                    (out / "feedback").mkdir(exist_ok=True)
-                    (out / "feedback" / f"{st.sid}.html").write_text(page, encoding="utf-8")
                     html.write_text(page, encoding="utf-8")  # nbgrader's copy too (release_feedback sends it)
+                    (out / "feedback").mkdir(exist_ok=True)
+                    _link_or_copy(html, out / "feedback" / f"{st.sid}.html")
                 elif r2.returncode != 0:
                     st.notes.append("no feedback file: " + _nbgrader_error(r2.stdout + r2.stderr, st.sid))
             except OSError as e:
@@ -375,6 +393,26 @@ def _write_lms_file(lms_name: str | None, students: list[Student], assignment: s
     if lms_name == "moodle":
         return lms.write_moodle(students, max_points, path)
     return lms.write_blackboard(students, column, path)
+
+
+def _reference(job: tuple) -> float | str:
+    """Worker: grade the reference solution (judge.preflight); its run's time, or the line saying why not."""
+    source, use_sandbox, timeout, cache = job
+    from .grading import judge
+
+    try:
+        return judge.preflight(Path(source), use_sandbox=use_sandbox, timeout=timeout, cache=Path(cache))
+    except judge.ReferenceFailed as e:
+        return str(e)
+
+
+def _link_or_copy(src: Path, dest: Path) -> None:
+    """The feedback page once on disk, where the file system allows (its images can be megabytes)."""
+    dest.unlink(missing_ok=True)
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copyfile(src, dest)
 
 
 def _run_phase1(jobs: list[tuple], workers: int | None, progress: bool,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -27,6 +28,7 @@ import torch
 from . import sandbox, static, values
 from .checks import Check, case_inputs, case_seed
 from .verdict import (
+    _KNOWN_ERRORS,
     Outcome,
     bad_return_message,
     bad_window_message,
@@ -88,22 +90,30 @@ class Graded:
 
     outputs: dict[int, list[dict]] = field(default_factory=dict)
     verdicts: dict[int, Verdict] = field(default_factory=dict)
-    tampering: list[str] = field(default_factory=list)  # evidence, for the instructor
+    tampering: list[str] = field(default_factory=list)  # evidence, for the instructor: no credit for any task
     forbidden: dict[str, str] = field(default_factory=dict)  # task -> what the answer used
     problem: str | None = None  # why the run stopped early, if it did
+    review: list[str] = field(default_factory=list)  # evidence the grader cannot settle: flagged, points stand
+    seconds: float = 0.0  # how long the sandboxed run took (wall clock)
 
     def to_json(self) -> dict:
         return {"outputs": {str(k): v for k, v in self.outputs.items()},
                 "verdicts": {str(k): {"passed": v.passed, "lines": v.lines, "cases": v.cases, "hidden": v.hidden}
                              for k, v in self.verdicts.items()},
-                "tampering": self.tampering, "forbidden": self.forbidden, "problem": self.problem}
+                "tampering": self.tampering, "forbidden": self.forbidden, "problem": self.problem,
+                "review": self.review, "seconds": self.seconds}
 
     @classmethod
     def from_json(cls, d: dict) -> Graded:
         return cls({int(k): v for k, v in d["outputs"].items()},
                    {int(k): Verdict(v["passed"], v["lines"], tuple(v["cases"]) if v.get("cases") else None,
                                     bool(v.get("hidden"))) for k, v in d["verdicts"].items()},
-                   d["tampering"], d["forbidden"], d["problem"])
+                   d["tampering"], d["forbidden"], d["problem"], d.get("review", []), d.get("seconds", 0.0))
+
+    @property
+    def flagged(self) -> list[str]:
+        """The one flagging rule: tampering (no credit) and what is left for review (points stand)."""
+        return [*self.tampering, *(f"for review (the points stand): {r}" for r in self.review)]
 
 
 # ----------------------------------------------------------------------------- reading the notebook
@@ -205,9 +215,10 @@ def _plan(nb, registry, timeout: float, unreadable: dict[int, str]) -> _Plan:
                                            "kwargs": {k2: _write(v, f"{cid}_{k2}", arrays)
                                                       for k2, v in kwargs.items()}})
             probes.append(probe)
-        plan.steps.append({"kind": "probe"})
+        plan.steps.append({"kind": "probe", "fork": hidden})  # a hidden test runs in a confined child
         # Not in the job folder: the runner is sent these inputs only when this cell's turn comes.
-        plan.run.append(sandbox.Step(timeout, {"probes": probes, "arrays": values.to_wire(arrays)}, fork=hidden))
+        plan.run.append(sandbox.Step(timeout, {"probes": probes, "arrays": values.to_wire(arrays)}, fork=hidden,
+                                     timed=any(p["mode"] == "train" for p in probes)))
         plan.cells.append(i)
         plan.probes.append(probes)
     return plan
@@ -246,37 +257,77 @@ def _judge_call(pid: str, call: Call, check: Check, result: dict, plan: _Plan, a
     try:
         ok, msg = decide(check, outcomes, call.hidden, missing)
     except Exception as e:  # noqa: BLE001 - a malformed output is the student's wrong answer
-        return False, f"{check.task}: your output could not be compared ({type(e).__name__}: {e})", 0
+        said = "" if call.hidden else f" ({type(e).__name__}: {str(e)[:300]})"  # a hidden case's is not shown
+        return False, f"{check.task}: your output could not be compared{said}", 0
     return ok, msg, len(outcomes) if ok else _cases_passed(check, outcomes)
 
 
-def _judge_train(call: Call, check: Check, result: dict, arrays) -> tuple[bool, str]:
+def _error_kind(raised) -> str:
+    """An exception's class, if it is Python's or torch's (a class of the student's could be named anything)."""
+    kind = str(raised).split(":", 1)[0].strip()
+    return kind if kind in _KNOWN_ERRORS else "an exception"
+
+
+def _judge_train(call: Call, check: Check, result: dict, arrays, seconds: float | None) -> tuple[bool, str]:
+    """``seconds``: the CPU time the sandbox spent on this task's training and evaluation, measured from
+    outside it (None where it could not be: then the runner's own measure)."""
     task = check.task
     if result.get("not_implemented"):
         return False, not_implemented(check)
     if "bad_return" in result:
-        return False, bad_return_message(check, str(result["bad_return"]))
+        return False, bad_return_message(check, "another kind of value" if call.hidden else str(result["bad_return"]))
     if result.get("bad_window"):
         longest = check.eval_set(call.hidden, call.seed).contexts.shape[1]
         return False, bad_window_message(check, result.get("window"), longest)
     if "raised" in result:
         return False, f"{task}: your code raised {result['raised']}"
     if "eval_raised" in result:
-        return False, (f"{task}: evaluating your model on ({result.get('window')}-word) contexts raised "
-                       f"{result['eval_raised']}")
+        said = _error_kind(result["eval_raised"]) if call.hidden else result["eval_raised"]
+        return False, f"{task}: evaluating your model on ({result.get('window')}-word) contexts raised {said}"
     ev = check.eval_set(call.hidden, call.seed)
     logits = _read(result.get("logits"), arrays)
-    seconds = float(result.get("seconds", 0.0)) if isinstance(result.get("seconds"), int | float) else 0.0
+    if seconds is None:
+        seconds = float(result.get("seconds", 0.0)) if isinstance(result.get("seconds"), int | float) else 0.0
     window = result.get("window") if isinstance(result.get("window"), int) else 0
+    targets = getattr(ev, "targets", None)
+    if call.hidden and isinstance(targets, torch.Tensor) and not (
+            isinstance(logits, torch.Tensor) and logits.dim() == 2 and logits.shape[0] == len(targets)
+            and logits.shape[1] > int(targets.max())):
+        return False, f"{task}: your model's output on the hidden contexts is not (B, V) logits, one row per context"
     return check.judge_model(ev, logits, window, seconds)
 
 
+REVIEW_MARGIN = 0.01  # a trained model within 1% of the best possible perplexity is too good to be believed
+
+
+def _too_good(check: Check, call: Call, result: dict, arrays) -> str | None:
+    """Evidence for review that a model was not trained but built from the true one: an evaluation set that
+    knows the best possible perplexity (``floor``), reached by the model (a trained one stays well above)."""
+    ev = check.eval_set(call.hidden, call.seed)
+    floor, targets = getattr(ev, "floor", None), getattr(ev, "targets", None)
+    logits = _read(result.get("logits"), arrays)
+    if not isinstance(floor, float) or not isinstance(targets, torch.Tensor) or not isinstance(logits, torch.Tensor) \
+            or logits.dim() != 2 or logits.shape[0] != len(targets) or logits.shape[1] <= int(targets.max()):
+        return None
+    with torch.no_grad():
+        ppl = float(torch.nn.functional.cross_entropy(logits.double(), targets.long()).exp())
+    if ppl <= floor * (1 + REVIEW_MARGIN):
+        return (f"{check.task}: the model's perplexity ({ppl:.3f}) is within {REVIEW_MARGIN:.0%} of the best "
+                f"possible ({floor:.3f}), that of the process that generated the text: a model trained on the "
+                "training text does not get this close. Check that it was trained, not built from the grammar.")
+    return None
+
+
 def _verdicts(plan: _Plan, run: sandbox.RunResult, graded: Graded) -> None:
+    budget = [MAX_NOTEBOOK_OUTPUT_CHARS]
+    trained_cpu: dict[str, float | None] = {}  # task -> CPU seconds of its training steps so far
     for step_index, (step, cell_index) in enumerate(zip(plan.steps, plan.cells, strict=True)):
         end = run.step_end(step_index)
+        if end is not None and isinstance(end.get("tampered"), str):
+            graded.tampering.append(f"in the sandbox, after cell {cell_index}: {end['tampered'][:300]}")
         if step["kind"] == "code":
             if end is not None:
-                graded.outputs[cell_index] = _clean_outputs(end.get("outputs"))
+                graded.outputs[cell_index] = _clean_outputs(end.get("outputs"), budget)
             continue
         lines, passed, right, planned, hidden = [], True, 0, 0, False
         results = end.get("probes") if end is not None else None
@@ -294,6 +345,8 @@ def _verdicts(plan: _Plan, run: sandbox.RunResult, graded: Graded) -> None:
             forbidden = graded.forbidden.get(call.task)
             if result is not None and not forbidden and isinstance(result.get("forbidden"), str):
                 forbidden = graded.forbidden[call.task] = result["forbidden"][:300]  # the runner's second opinion
+            if result is not None and isinstance(result.get("tampered"), str):
+                graded.tampering.append(f"while `{call.fn}` ran (cell {cell_index}): {result['tampered'][:300]}")
             if forbidden:
                 ok, msg = False, forbidden_message(check, forbidden)
             elif result is None and timed_out:
@@ -305,9 +358,18 @@ def _verdicts(plan: _Plan, run: sandbox.RunResult, graded: Graded) -> None:
             elif result.get("missing"):
                 ok, msg = False, (f"{check.task}: `{call.fn}` is not defined; run the cell that defines it and fix "
                                   "any error it shows")
+            elif result.get("timed_out_before"):
+                ok, msg = False, (f"{check.task}: not run: `{call.fn}` already ran past its time limit in an earlier "
+                                  "test (an endless loop?), so it was not run again")
             elif check.probe == "train":
-                ok, msg = _judge_train(call, check, result, arrays)
+                cpu = run.cpu.get(step_index)
+                so_far = trained_cpu.get(call.task, 0.0)
+                trained_cpu[call.task] = None if cpu is None or so_far is None else so_far + cpu
+                ok, msg = _judge_train(call, check, result, arrays, trained_cpu[call.task])
                 good = int(ok)
+                too_good = _too_good(check, call, result, arrays) if ok else None
+                if too_good and too_good not in graded.review:
+                    graded.review.append(too_good)
             else:
                 ok, msg, good = _judge_call(probe["id"], call, check, result, plan, arrays)
             passed &= ok
@@ -318,18 +380,38 @@ def _verdicts(plan: _Plan, run: sandbox.RunResult, graded: Graded) -> None:
         graded.outputs[cell_index] = graded.verdicts[cell_index].outputs()
 
 
-def _clean_outputs(outputs) -> list[dict]:
-    """The runner's outputs, re-built field by field (the student could have written anything there)."""
+MAX_CELL_OUTPUT_CHARS = 2_500_000  # as the runner keeps them (runner.py); checked again here, outside
+MAX_NOTEBOOK_OUTPUT_CHARS = 8_000_000
+
+
+def _clean_outputs(outputs, budget: list[int] | None = None) -> list[dict]:
+    """The runner's outputs, re-built field by field (the student could have written anything there), within
+    the cell's and the notebook's share of what the feedback keeps (``budget``: what the notebook has left)."""
     clean = []
+    cell = MAX_CELL_OUTPUT_CHARS
+    budget = budget if budget is not None else [MAX_NOTEBOOK_OUTPUT_CHARS]
+
+    def fits(text: str) -> bool:
+        nonlocal cell
+        if len(text) > min(cell, budget[0]):
+            return False
+        cell -= len(text)
+        budget[0] -= len(text)
+        return True
+
     for o in outputs if isinstance(outputs, list) else []:
         if not isinstance(o, dict):
             continue
         kind = o.get("output_type")
         if kind == "stream" and o.get("name") in ("stdout", "stderr"):
-            clean.append({"output_type": "stream", "name": o["name"], "text": str(o.get("text", ""))[:30_000]})
+            text = str(o.get("text", ""))[:30_000]
+            clean.append({"output_type": "stream", "name": o["name"], "text": text if fits(text) else
+                          "[output left out: more than the grader keeps]\n"})
         elif kind in ("display_data", "execute_result") and isinstance(o.get("data"), dict):
             data = {k: v[:30_000] if k == "text/plain" else v for k, v in o["data"].items()
                     if k in ("text/plain", "image/png") and isinstance(v, str) and len(v) <= 2_000_000}
+            data = {k: v for k, v in data.items() if fits(v)} or {
+                "text/plain": "<output left out: more than the grader keeps>"}
             out = {"output_type": kind, "data": data, "metadata": {}}
             if kind == "execute_result":
                 out["execution_count"] = o.get("execution_count") if isinstance(o.get("execution_count"), int) else None
@@ -344,10 +426,20 @@ def _clean_outputs(outputs) -> list[dict]:
 # ----------------------------------------------------------------------------- the whole notebook
 
 
+def notebook_time_limit(timeout: float, reference_seconds: float | None) -> float:
+    """The most a whole notebook may run: one cell at its full limit, and everything else ten times as long as
+    the reference solution took (what the exercise needs); without a reference run, three cells' limits."""
+    if reference_seconds is None:
+        return max(900.0, 3 * timeout)
+    return timeout + max(120.0, 10 * reference_seconds)
+
+
 def grade_notebook(nb, *, use_sandbox: bool = True, limits: sandbox.Limits | None = None,
-                   timeout: float = DEFAULT_TIMEOUT) -> Graded:
-    """Run and judge ``nb`` (test cells already restored to the instructor's text)."""
-    limits = limits or sandbox.Limits(total_s=max(900.0, 3 * timeout), cpu_seconds=int(max(900.0, 3 * timeout)))
+                   timeout: float = DEFAULT_TIMEOUT, reference_seconds: float | None = None) -> Graded:
+    """Run and judge ``nb`` (test cells already restored to the instructor's text). ``reference_seconds``: how
+    long the reference solution's run took here (:func:`preflight`), which sets the whole notebook's limit."""
+    total = notebook_time_limit(timeout, reference_seconds)
+    limits = limits or sandbox.Limits(total_s=total, cpu_seconds=int(total))
     module = checks_module(nb)
     registry = importlib.import_module(module).check
     graded = Graded()
@@ -355,16 +447,12 @@ def grade_notebook(nb, *, use_sandbox: bool = True, limits: sandbox.Limits | Non
     findings = static.find_tampering(cells)
     graded.tampering = [str(f) for f in findings]
     tests = [(i, call) for i, c in enumerate(nb.cells) if is_test_cell(c) for call in parse_test_cell(c.source)]
-    for _, call in tests:
-        reason = static.find_forbidden_use(cells, call.fn, registry.checks[call.task])
+    for i, call in tests:
+        reason = static.find_forbidden_use(cells, call.fn, registry.checks[call.task], before=i)
         if reason:
             graded.forbidden.setdefault(call.task, reason)
     if findings:  # not run at all: every task of a tampering notebook gets no credit
-        msg = ("not graded: this notebook reaches for the grader's machinery, so none of its answers can be "
-               f"trusted ({findings[0]}). Your instructor has been told and will review it.")
-        for i, _ in tests:
-            graded.verdicts[i] = Verdict(False, [msg])
-            graded.outputs[i] = graded.verdicts[i].outputs()
+        _no_credit(graded, tests)
         return graded
     tmp = Path(tempfile.mkdtemp(prefix="lmbook-grade-"))
     try:
@@ -379,9 +467,11 @@ def grade_notebook(nb, *, use_sandbox: bool = True, limits: sandbox.Limits | Non
         (job_dir / "job.json").write_text(json.dumps({"checks_module": module, "steps": plan.steps}))
         # tmp stays 0700 (mkdtemp): bubblewrap binds the job in as root; sandbox.run lets the sandbox read it
         run = sandbox.run(job_dir, plan.run, limits, sandbox=use_sandbox)
+        graded.seconds = run.seconds
         if run.stray:
-            graded.tampering.append(f"{run.stray} message(s) on the grader's channel that the grader's runner did "
-                                    "not send: the notebook's code wrote them (they were ignored)")
+            graded.tampering.append("messages on the grader's channel that the grader's runner did not send: the "
+                                    "notebook's code wrote them (they were ignored)")
+        graded.tampering += [f"in the sandbox: {t}" for t in run.tampered]
         if not run.complete(len(plan.steps)):
             done = len(run.ends)
             stop = plan.cells[done] if done < len(plan.cells) else None
@@ -390,6 +480,75 @@ def grade_notebook(nb, *, use_sandbox: bool = True, limits: sandbox.Limits | Non
             if not run.ends:
                 graded.problem += f". Sandbox error: {run.stderr.strip()[-500:]}"
         _verdicts(plan, run, graded)
+        if graded.tampering:  # found while it ran: the same rule, no credit for any task
+            _no_credit(graded, tests)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return graded
+
+
+def _no_credit(graded: Graded, tests: list[tuple[int, Call]]) -> None:
+    msg = static.tampering_message(graded.tampering[0])
+    for i, _ in tests:
+        graded.verdicts[i] = Verdict(False, [msg])
+        graded.outputs[i] = graded.verdicts[i].outputs()
+
+
+# ----------------------------------------------------------------------------- the reference solution first
+
+
+class ReferenceFailed(RuntimeError):
+    """The reference solution does not earn full marks here: the grader is misconfigured, nobody is graded."""
+
+
+def reference_problem(nb, graded: Graded) -> str | None:
+    """Why a graded reference solution is not a full-marks notebook (None: it is)."""
+    if graded.tampering:
+        return f"it is flagged for tampering ({graded.tampering[0]})"
+    if graded.problem:
+        return graded.problem
+    if graded.forbidden:
+        task, why = next(iter(graded.forbidden.items()))
+        return f"{task}: its answer {why}"
+    tests = [i for i, c in enumerate(nb.cells) if is_test_cell(c)]
+    for i in tests:
+        verdict = graded.verdicts.get(i)
+        if verdict is None or not verdict.passed:
+            return (verdict.lines[-1] if verdict and verdict.lines else f"cell {i} was not graded")
+    return None
+
+
+def preflight(source: Path, *, use_sandbox: bool = True, timeout: float = DEFAULT_TIMEOUT,
+              cache: Path | None = None) -> float:
+    """Grade the reference solution ``source`` (the nbgrader source notebook) exactly as a student's notebook
+    is graded, and return how long its run took; raise :class:`ReferenceFailed`, with one line, if it does not
+    earn full marks. The result is kept in ``cache`` (by the notebook, the grader and the configuration)."""
+    import hashlib
+
+    import nbformat
+
+    from .nbgrader_plugin import grader_fingerprint
+
+    nb = nbformat.read(source, as_version=4)
+    key = hashlib.sha256(json.dumps([grader_fingerprint(), use_sandbox, timeout,
+                                     [(c.cell_type, c.source) for c in nb.cells]]).encode()).hexdigest()[:32]
+    path = cache / f"reference-{key}.json" if cache is not None else None
+    graded = None
+    if path is not None and path.exists():
+        try:
+            graded = Graded.from_json(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            graded = None
+    if graded is None:
+        graded = grade_notebook(nb, use_sandbox=use_sandbox, timeout=timeout)
+        if path is not None and reference_problem(nb, graded) is None:  # a failure is never kept: fixed, it reruns
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(graded.to_json()))
+            os.replace(tmp, path)
+    why = reference_problem(nb, graded)
+    if why:
+        why = " ".join(why.split())[:400]
+        raise ReferenceFailed(f"the reference solution {source.name} does not earn full marks in this grader's "
+                              f"sandbox and configuration, so nobody was graded: {why}")
+    return graded.seconds

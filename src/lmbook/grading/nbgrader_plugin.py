@@ -75,6 +75,9 @@ class Hygiene(Preprocessor):
         known = {c["name"]: c for c in source}
         seen: set[str] = set()
         for i, cell in enumerate(nb.cells):
+            if not isinstance(cell.get("metadata"), dict):
+                notes.append(f"cell {i}: malformed cell metadata was ignored")
+                cell["metadata"] = nbformat.NotebookNode()
             tags = cell.metadata.pop("tags", None)
             if isinstance(tags, list) and EXECUTION_TAGS & set(map(str, tags)):
                 notes.append(f"cell {i}: ignored the tag(s) {sorted(EXECUTION_TAGS & set(map(str, tags)))}")
@@ -82,8 +85,12 @@ class Hygiene(Preprocessor):
             if meta is None:
                 continue
             gid = meta.get("grade_id") if isinstance(meta, dict) else None
-            if gid not in known:
-                notes.append(f"cell {i}: nbgrader metadata for {gid!r}, which is not part of the assignment, "
+            if not isinstance(gid, str):  # a list, a number...: metadata no tool of nbgrader's wrote
+                shape = "not a dictionary" if not isinstance(meta, dict) else f"its grade_id is a {type(gid).__name__}"
+                notes.append(f"cell {i}: malformed nbgrader metadata ({shape}) was ignored")
+                del cell.metadata["nbgrader"]
+            elif gid not in known:
+                notes.append(f"cell {i}: nbgrader metadata for {gid[:80]!r}, which is not part of the assignment, "
                              "was ignored")
                 del cell.metadata["nbgrader"]
             elif gid in seen:
@@ -197,16 +204,51 @@ class SandboxedExecute(Preprocessor):
         cache = cache_dir_for(resources, self.cache_dir)
         graded = load_cached(cache, key, nb)
         if graded is None:
+            # The reference solution first, in this same sandbox and configuration: a grader that cannot give
+            # it full marks grades nobody (judge.ReferenceFailed, one line, for every submission).
+            seconds = self._reference_seconds(resources, cache)
             with interrupt.unwinding():  # stopping nbgrader (or lmbook-grade) removes the sandbox's folder too
-                graded = judge.grade_notebook(nb, use_sandbox=not self.no_sandbox, timeout=self.timeout)
+                graded = judge.grade_notebook(nb, use_sandbox=not self.no_sandbox, timeout=self.timeout,
+                                              reference_seconds=seconds)
             store(cache, key, graded, nb)
         apply(nb, graded, self.partial_credit)
+        # The one flagging rule, as lmbook-grade applies it: tampering (no credit) and evidence for review.
+        nb.metadata.setdefault("lmbook", {})["flagged"] = graded.flagged
         student = resources.get("nbgrader", {}).get("student", "?")
-        for line in graded.tampering:
-            self.log.warning("%s: suspicious: %s", student, line)
+        for line in graded.flagged:
+            self.log.warning("%s: flagged: %s", student, line)
         if graded.problem:
             self.log.warning("%s: %s", student, graded.problem)
         return nb, resources
+
+    def _reference_seconds(self, resources, cache: Path) -> float | None:
+        """How long the reference solution's run took here; raises judge.ReferenceFailed if it is not full
+        marks. None where this nbgrader run has no source folder to take it from."""
+        info = resources.get("nbgrader", {})
+        converter = self.parent
+        while converter is not None and not hasattr(converter, "coursedir"):
+            converter = getattr(converter, "parent", None)
+        if converter is None or "assignment" not in info or "notebook" not in info:
+            return None
+        coursedir = converter.coursedir
+        source = Path(coursedir.format_path(coursedir.source_directory, ".", info["assignment"])) / (
+            info["notebook"] + ".ipynb")
+        if not source.exists():
+            return None
+        memo = (str(source.resolve()), self.no_sandbox, self.timeout)
+        if memo not in _references:
+            try:
+                with interrupt.unwinding():
+                    _references[memo] = judge.preflight(source, use_sandbox=not self.no_sandbox,
+                                                        timeout=self.timeout, cache=cache)
+            except judge.ReferenceFailed as e:
+                _references[memo] = e
+        if isinstance(_references[memo], judge.ReferenceFailed):
+            raise _references[memo]
+        return _references[memo]
+
+
+_references: dict[tuple, float | judge.ReferenceFailed] = {}  # per process: one preflight per source notebook
 
 
 def apply(nb, graded: judge.Graded, partial_credit: bool = False) -> None:

@@ -96,14 +96,16 @@ def write_report(students: list[Student], tasks_max: dict[str, float], summary: 
 def write_suspicious(students: list[Student], path: Path) -> None:
     flagged = [st for st in students if st.suspicious or st.forbidden]
     lines = ["# Submissions to review", "",
-             "Notebooks whose code reaches for the grader's machinery get no credit for any task; answers that "
-             "use a task's ready-made implementation get none for that task. The evidence is the student's own "
-             "code, read by the grader (it never ran those notebooks' tampering outside the sandbox).", ""]
+             "Notebooks whose code reaches for the grader's machinery (tampering) get no credit for any task; "
+             "evidence the grader cannot settle by itself is listed for review, and the points stand until you "
+             "decide; answers that use a task's ready-made implementation get none for that task. The evidence is "
+             "the student's own code, read by the grader, and what the grader saw while it ran in the sandbox.",
+             ""]
     if not flagged:
         lines.append("None.")
     for st in flagged:
         lines += [f"## {st.sid}", ""]
-        lines += [f"- tampering: {e}" for e in st.suspicious]
+        lines += [f"- {e}" if e.startswith("for review") else f"- tampering: {e}" for e in st.suspicious]
         lines += [f"- {task}: the answer {why}" for task, why in st.forbidden.items()]
         lines.append("")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

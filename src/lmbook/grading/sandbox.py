@@ -52,7 +52,16 @@ class Limits:
     total_s: float = 900.0
 
 
-MAX_REPLY_BYTES = 256 * 1024**2  # one step's reply (a trained model's logits are the largest honest one)
+# Replies are read whole and parsed as JSON, whose objects take ~20x their text's size in memory: each is
+# capped far below memory, in bytes and in JSON items. The largest honest reply is a trained model's logits
+# (exercise 1: 10,000 x 47 floats, 2.5 MB as base64) and a cell's outputs (2.5 MB at most, runner.py).
+# A cell's time limit is CPU time (a busy server slows a cell down without costing it its limit); a cell that
+# waits without computing is stopped after WALL_FACTOR times its limit of wall-clock time.
+WALL_FACTOR = 3
+CPU_CHECK_S = 2.0  # how often the grader reads the sandbox's CPU time while a cell runs
+MAX_REPLY_BYTES = 32 * 1024**2  # one step's reply
+MAX_REPLY_ITEMS = 100_000  # JSON objects, lists and their items in one reply (base64 arrays are one item each)
+MAX_NOTEBOOK_REPLY_BYTES = 160 * 1024**2  # all of a notebook's replies, held until it is judged
 
 
 @dataclass(frozen=True)
@@ -61,7 +70,8 @@ class Step:
 
     timeout: float
     message: dict = field(default_factory=dict)
-    fork: bool = False  # run it in a child that exits after replying (hidden tests)
+    fork: bool = False  # run it in a child that exits after replying (hidden tests): job.json says so too
+    timed: bool = False  # measure the CPU time the sandbox spends on it (a training task's budget)
 
 
 @dataclass
@@ -71,6 +81,9 @@ class RunResult:
     killed: str | None = None  # why the grader stopped the run, if it did
     returncode: int | None = None
     stderr: str = ""
+    tampered: list[str] = field(default_factory=list)  # what the runner found changed in the sandbox
+    cpu: dict[int, float] = field(default_factory=dict)  # step -> CPU seconds of the whole sandbox (timed steps)
+    seconds: float = 0.0  # the run's wall-clock time
 
     def step_end(self, i: int) -> dict | None:
         """The reply to step ``i``: the first on the channel that carries the nonce sent with it."""
@@ -265,25 +278,72 @@ def run(job_dir: Path, steps: list[Step], limits: Limits = Limits(), sandbox: bo
                     time.sleep(0.1)
 
 
+def _tree_cpu(root: int) -> float | None:
+    """CPU seconds used so far by process ``root`` and all its descendants, live or reaped (kernel accounting:
+    nothing inside the sandbox can change it). None where /proc cannot tell."""
+    try:
+        tick = os.sysconf("SC_CLK_TCK")
+        stats = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/stat", "rb") as f:
+                        fields = f.read().rsplit(b")", 1)[1].split()
+                except OSError:
+                    continue  # gone meanwhile
+                # after the name: state ppid ... utime(12) stime(13) cutime(14) cstime(15), 0-based from state
+                stats[int(name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
+    except (OSError, ValueError, IndexError):
+        return None
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid in stats:
+            total += stats[pid][1]
+            todo.extend(children.get(pid, []))
+    return total / tick if root in stats else None
+
+
 def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: float) -> RunResult:
     """The grader's side of the conversation. It never blocks on the runner: reads and writes are
-    non-blocking and multiplexed with the clock, so the time limits hold whatever the sandbox does."""
+    non-blocking and multiplexed with the clock, so the time limits hold whatever the sandbox does.
+    A line is parsed only if it starts as the runner's reply to the current step does (or is one of its small
+    notes): whatever else is on the channel is counted and dropped unread."""
     result = RunResult()
     nonces = [secrets.token_hex(16) for _ in steps]
     stderr_chunks: list[bytes] = []
     pending = bytearray()  # the reply being received: appended to, split only at a newline (linear in its size)
     outbox = b""
     step, step_started = -1, start  # -1: the runner has not said it is ready
+    cpu_started: float | None = None
+    next_cpu_check = start
+    received = 0
+    discarding = False
     killed = None
     for s in (proc.stdout, proc.stderr, proc.stdin):
         os.set_blocking(s.fileno(), False)
     readers = [proc.stdout, proc.stderr]
 
     def begin(i: int) -> bytes:
-        nonlocal step, step_started
+        nonlocal step, step_started, cpu_started, next_cpu_check
         step, step_started = i, time.monotonic()
-        message = {**steps[i].message, "nonce": nonces[i], "timeout": steps[i].timeout, "fork": steps[i].fork}
+        cpu_started = _tree_cpu(proc.pid)
+        next_cpu_check = step_started + CPU_CHECK_S
+        wall = steps[i].timeout * (WALL_FACTOR if cpu_started is not None else 1)
+        message = {**steps[i].message, "nonce": nonces[i], "timeout": steps[i].timeout, "wall_timeout": wall,
+                   "fork": steps[i].fork}
         return (json.dumps(message) + "\n").encode()
+
+    def ended(i: int, reply: dict) -> bytes:
+        result.ends[i] = reply
+        if cpu_started is not None and steps[i].timed:
+            now = _tree_cpu(proc.pid)
+            if now is not None:
+                result.cpu[i] = now - cpu_started
+        return begin(i + 1) if i + 1 < len(steps) else b""
 
     while True:
         wants_write = [proc.stdin] if outbox and not proc.stdin.closed else []
@@ -308,32 +368,62 @@ def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: flo
                 if sum(map(len, stderr_chunks)) < 65536:
                     stderr_chunks.append(chunk)
                 continue
+            if discarding:  # the rest of a line that is no reply: dropped as it comes, never held
+                cut = chunk.find(b"\n")
+                if cut < 0:
+                    continue
+                chunk, discarding = chunk[cut + 1:], False
             pending += chunk
             lines = []
             if b"\n" in chunk:
                 *lines, rest = pending.split(b"\n")
                 pending = bytearray(rest)
-            if len(pending) > MAX_REPLY_BYTES:
+            expected = f'{{"step": {step}, "nonce": "{nonces[step]}"'.encode() if 0 <= step < len(steps) else b"\0"
+            if len(pending) > 1024 and not pending.startswith(expected):
+                pending, discarding = bytearray(), True
+                result.stray += 1
+            elif len(pending) > MAX_REPLY_BYTES:
                 killed = f"the notebook sent the grader more than {MAX_REPLY_BYTES // 1024**2} MiB for one cell"
                 break
             for line in lines:
-                e = _parse(line)
-                if step == -1 and e == {"event": "ready"}:
+                reply = 0 <= step < len(steps) and step not in result.ends and line.startswith(
+                    f'{{"step": {step}, "nonce": "{nonces[step]}"'.encode())
+                note = len(line) < 1024 and not reply
+                if reply and (received + len(line) > MAX_NOTEBOOK_REPLY_BYTES or _items(line) > MAX_REPLY_ITEMS):
+                    killed = ("the notebook sent the grader more than it keeps for one cell or one notebook "
+                              f"({MAX_REPLY_ITEMS:,} items per cell, {MAX_NOTEBOOK_REPLY_BYTES // 1024**2} MiB in all)")
+                    break
+                e = _parse(line) if reply or note else None
+                if reply and e is not None and e.get("event") == "end":
+                    received += len(line)
+                    outbox += ended(step, e)
+                elif step == -1 and e == {"event": "ready"}:
                     outbox += begin(0) if steps else b""
-                elif (0 <= step and e is not None and e.get("event") == "end" and e.get("step") == step
-                      and e.get("nonce") == nonces[step] and step not in result.ends):
-                    result.ends[step] = e
-                    if step + 1 < len(steps):
-                        outbox += begin(step + 1)
+                elif note and e is not None and e.get("event") == "child_exit" and isinstance(e.get("step"), int) \
+                        and 0 <= e["step"] <= step < len(steps) and steps[e["step"]].fork:
+                    if e["step"] == step and step not in result.ends:  # the hidden test's process died unreplied
+                        outbox += ended(step, {"event": "end", "outputs": [], "arrays": {}, "probes": {
+                            "crashed": "the process running this cell ended before it replied"}})
+                elif note and e is not None and e.get("event") == "tampered" and isinstance(e.get("tampered"), str):
+                    result.tampered.append(e["tampered"][:300])
                 elif line.strip():
                     result.stray += 1
+            if killed:
+                break
         if result.complete(len(steps)) and steps:
             break  # every step has replied: nothing the student's code does from now on is read
         now = time.monotonic()
         if killed:
             pass
-        elif 0 <= step < len(steps) and now - step_started > steps[step].timeout + limits.step_grace_s:
+        elif 0 <= step < len(steps) and now - step_started > steps[step].timeout * (
+                WALL_FACTOR if cpu_started is not None else 1) + limits.step_grace_s:
             killed = f"a cell ran past its time limit ({steps[step].timeout:.0f} s) and was stopped"
+        elif 0 <= step < len(steps) and cpu_started is not None and now >= next_cpu_check:
+            next_cpu_check = now + CPU_CHECK_S
+            cpu = _tree_cpu(proc.pid)
+            if cpu is not None and cpu - cpu_started > steps[step].timeout + limits.step_grace_s:
+                killed = (f"a cell ran past its time limit ({steps[step].timeout:.0f} s of CPU time) and was "
+                          "stopped")
         elif now - start > limits.total_s:
             killed = f"the notebook ran past the time limit for a whole submission ({limits.total_s:.0f} s)"
         if killed or eof or (proc.poll() is not None and not ready):
@@ -349,6 +439,7 @@ def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: flo
         pass
     stderr = b"".join(stderr_chunks)[-65536:].decode(errors="replace")
     result.killed, result.returncode, result.stderr = killed, proc.returncode, stderr
+    result.seconds = time.monotonic() - start
     if killed is None and not result.complete(len(steps)):
         if proc.returncode == -signal.SIGXCPU or "SIGXCPU" in stderr:
             result.killed = f"the notebook used more than {limits.cpu_seconds} s of CPU time"
@@ -357,6 +448,11 @@ def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: flo
         else:
             result.killed = f"the Python process died (exit status {proc.returncode})"
     return result
+
+
+def _items(line: bytes) -> int:
+    """An upper bound on the JSON objects, lists and their items in a line (base64 has none of , { [)."""
+    return line.count(b",") + line.count(b"{") + line.count(b"[")
 
 
 def _parse(line: bytes) -> dict | None:

@@ -530,6 +530,22 @@ def _strip_outputs(nb: nbformat.NotebookNode) -> None:
             cell["outputs"], cell["execution_count"] = [], None
 
 
+# A 1x1 PNG: what a pasted image becomes (the cell still names it, so its feedback page still renders).
+PLACEHOLDER_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+
+
+def _strip_attachments(nb: nbformat.NotebookNode) -> int:
+    """Images pasted into markdown cells (attachments) are not code or text and are never graded: each becomes
+    a 1x1 placeholder under its own name, as outputs are removed. Returns how many cells had some."""
+    removed = 0
+    for cell in nb.cells:
+        attachments = cell.get("attachments") if isinstance(cell, dict) else None
+        if cell.get("cell_type") in ("markdown", "raw") and isinstance(attachments, dict) and attachments:
+            cell["attachments"] = {str(name): {"image/png": PLACEHOLDER_PNG} for name in attachments}
+            removed += 1
+    return removed
+
+
 def _give_cell_ids(nb: nbformat.NotebookNode) -> None:
     """Every cell a valid, unique id, keeping those it has: deterministic, so a re-run writes the same file."""
     seen: set[str] = set()
@@ -627,6 +643,10 @@ def read_submission(st: Student, max_bytes: int = MAX_NOTEBOOK_BYTES) -> nbforma
         st.notes.append(f"emptied {len(deep)} entr{'y' if len(deep) == 1 else 'ies'} of the notebook's metadata "
                         f"nested over {MAX_METADATA_DEPTH} levels deep (no editor writes that; code and text are "
                         f"untouched): {', '.join(deep[:3])}")
+    if _strip_attachments(nb):
+        notes.append("images pasted into markdown cells (attachments) were replaced by placeholders: they are not "
+                     "graded")
+    size = len(nbformat.writes(nb).encode())
     if size > max_bytes:
         st.status = (f"notebook too large: {size / MB:.1f} MB of code and text (limit {max_bytes / MB:g} MB) "
                      "after outputs were removed")
@@ -634,8 +654,8 @@ def read_submission(st: Student, max_bytes: int = MAX_NOTEBOOK_BYTES) -> nbforma
     if isinstance(version, int) and version < 4:
         st.notes.append(f"converted from notebook format {version} to 4")
     if len(raw) > max_bytes:
-        st.notes.append(f"the notebook file is {len(raw) / MB:.1f} MB, mostly saved outputs; they were removed "
-                        "before grading (the grader runs the code again)")
+        st.notes.append(f"the notebook file is {len(raw) / MB:.1f} MB, mostly saved outputs or pasted images; they "
+                        "were removed before grading (the grader runs the code again)")
     st.notes += notes
     return nb
 

@@ -164,18 +164,21 @@ def snapshot(value):
     return value
 
 
-def call_once(fn, args: Sequence, kwargs: dict, seed: int, around: AbstractContextManager | None = None) -> dict:
+def call_once(fn, args: Sequence, kwargs: dict, seed: int, around: AbstractContextManager | None = None,
+              device: torch.device | str = "cpu") -> dict:
     """Call a student's function as both the kernel and the grader do, with torch's RNG seeded first.
 
     Returns ``{"out": result}`` or ``{"raised": "TypeError: ..."}``, and ``"changed"``: the arguments the
     call modified in place (positions as strings, keywords by name). ``NotImplementedError`` (the stub) and
-    exceptions that are not ``Exception`` (the grader's time limit) pass through.
+    exceptions that are not ``Exception`` (the grader's time limit) pass through. The result is made plain
+    (:func:`round_trip`, onto ``device``) inside ``around``: a tensor subclass that would compute its value
+    only when it is read computes it under the watch.
     """
     before = [snapshot(a) for a in args], {k: snapshot(v) for k, v in kwargs.items()}
     torch.manual_seed(seed)  # a sampling answer draws the same numbers in Jupyter and in the grader
     try:
         with around or nullcontext():  # e.g. the watch over what the answer calls: around the call only
-            result = {"out": fn(*args, **kwargs)}
+            result = {"out": round_trip(fn(*args, **kwargs), device)}
     except NotImplementedError:
         raise
     except Exception as e:  # noqa: BLE001 - whatever the student's code raises is their result

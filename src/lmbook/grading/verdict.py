@@ -13,6 +13,7 @@ explain the outputs, all are said.
 
 from __future__ import annotations
 
+import builtins
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -90,6 +91,43 @@ def outcome_problem(check, o: Outcome) -> str | None:
     return f"[{o.case.name}] " + "; ".join(problems) if problems else None
 
 
+# Exceptions whose name the feedback of a hidden case may show: Python's and torch's own. Any other class is
+# the student's, and its name, like every message, could carry the hidden inputs out.
+_KNOWN_ERRORS = {name for name, obj in vars(builtins).items()
+                 if isinstance(obj, type) and issubclass(obj, BaseException)} | {"OutOfMemoryError", "LinAlgError"}
+
+
+def hidden_problem(check, o: Outcome) -> str | None:
+    """What is wrong with a hidden case's outcome, summarised in the grader's own words: never a message, a
+    value, a shape or a type name the student's code chose (any of them could carry the hidden inputs)."""
+    if o.raised is not None:
+        kind = o.raised.split(":", 1)[0].strip()
+        return f"[{o.case.name}] your code raised {kind if kind in _KNOWN_ERRORS else 'an exception'}"
+    if outcome_problem(check, o) is None:
+        return None
+    ref = reference_of(check, o)
+    said = []
+    if o.changed:
+        said.append("changed one of its inputs in place")
+    outputs, inputs = _tensors(o.out), _tensors((o.args, o.kwargs))
+    if check.no_grad and any(t.requires_grad for t in outputs):
+        said.append("returned a tensor that still tracks gradients")
+    if check.keep_dtype and any(t.is_floating_point() for t in inputs) and any(
+            t.is_floating_point() and t.dtype != next(i for i in inputs if i.is_floating_point()).dtype
+            for t in outputs):
+        said.append("returned another floating dtype than its inputs'")
+    if check.compare(o.out, ref) is not None:
+        refs = _tensors(ref)
+        if type(o.out) is not type(ref) and not (isinstance(ref, float | int) and isinstance(o.out, float | int)):
+            said.append("returned another kind of value than the expected one")
+        elif len(outputs) != len(refs) or any(a.shape != b.shape for a, b in zip(outputs, refs, strict=False)):
+            said.append("returned a result of another shape than the expected one")
+        else:
+            said.append("returned values that differ from the expected ones")
+    return f"[{o.case.name}] your code " + "; ".join(said or ["returned a wrong result"]) + \
+        " (a hidden case's values are not shown)"
+
+
 def case_problem(check, case, out, args: tuple, kwargs: dict) -> str | None:
     """None if ``out`` is right for these inputs; else what differs (no diagnosis)."""
     return outcome_problem(check, Outcome(case, 0, args, kwargs, out))
@@ -138,7 +176,7 @@ def decide(check, outcomes: Sequence[Outcome], hidden: bool, missing: Sequence[s
     ``missing``: the names of cases with no result (the run stopped before them).
     """
     n = len(check.hidden_cases if hidden else check.cases)
-    failures = [p for p in (outcome_problem(check, o) for o in outcomes) if p]
+    failures = [p for p in ((hidden_problem if hidden else outcome_problem)(check, o) for o in outcomes) if p]
     failures += [f"[{name}] no result (the run stopped before this case)" for name in missing]
     if not failures:
         return True, pass_message(check, n, hidden)
