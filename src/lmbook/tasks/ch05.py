@@ -20,6 +20,7 @@ from torch import nn
 from ..grading.checks import Case, Check, Mutant, Registry
 from ..grading.compare import compare_parts
 from .common import randn as _randn
+from .questions.ch05 import QUESTIONS
 
 COURSE = ("lmbook.self_attention", "lmbook.multihead", "lmbook.causal_lm", "lmbook.attention")
 COURSE_ATTRS = ("self_attention", "multihead", "causal_lm", "attention")
@@ -231,4 +232,4 @@ QKV = Check(
 )
 
 CHECKS = [MASKED_ATTENTION, QKV]
-check = Registry(CHECKS)
+check = Registry(CHECKS + QUESTIONS)

@@ -23,6 +23,7 @@ from ..grading.checks import Case, Check, Mutant, Registry
 from ..grading.compare import compare_parts, describe_tensor_mismatch
 from .ch05 import COURSE, COURSE_ATTRS, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS
 from .common import randn as _randn
+from .questions.ch06 import QUESTIONS
 
 NEG_INF = float("-inf")
 FORBIDDEN = dict(forbidden=TORCH_ATTENTION, forbidden_attrs=(*COURSE_ATTRS, *TORCH_ATTENTION_ATTRS),
@@ -323,4 +324,4 @@ MULTIHEAD_ATTENTION = Check(
 )
 
 CHECKS = [SPLIT_HEADS, MERGE_HEADS, MULTIHEAD_ATTENTION]
-check = Registry(CHECKS)
+check = Registry(CHECKS + QUESTIONS)
