@@ -300,12 +300,13 @@ def test_several_assignments_give_one_sheet_with_a_column_per_assignment(tmp_pat
     with (out / "grades.csv").open() as f:
         reader = csv.DictReader(f)
         rows = {row["student"]: row for row in reader}
-    assert reader.fieldnames == ["student", "ch05", "ch06", "total", "max", "status", "flagged"]
+    assert reader.fieldnames == ["student", "ch05", "ch06", "total", "max", "pending", "status", "flagged"]
     max05, max06 = float(_rows(out / "ch05")["correct"]["max"]), float(_rows(out / "ch06")["blank"]["max"])
     assert [float(rows["correct"][k]) for k in ("ch05", "ch06", "total")] == [max05, 0, max05]
     assert [float(rows["blank"][k]) for k in ("ch05", "ch06", "total")] == [0, 0, 0]
     assert float(rows["correct"]["max"]) == max05 + max06 and max05 > 0 and max06 > 0
     assert rows["correct"]["status"] == "ch06: no submission" and rows["blank"]["status"] == "graded"
+    assert rows["correct"]["pending"] == rows["blank"]["pending"] == "0"  # nothing to grade by hand in these two
     for assignment in ("ch05", "ch06"):
         assert (out / assignment / "class.html").exists(), f"no class page for {assignment}"
 
