@@ -253,3 +253,194 @@ RIGHT = {
     "qkv_projections": [qkv_right_matmul_other_side, qkv_right_einsum, qkv_right_addmm],
     "masked_attention": [att_right_minus_1e9, att_right_where, att_right_rows],
 }
+
+
+# ============================================================================= thinking questions
+# The derive / count / predict questions (lmbook.tasks.questions.ch05), as students answer them.
+
+from lmbook.tasks.questions.ch05 import CROSSOVER, SCORE_VARIANCE, WEIGHTS_BYTES  # noqa: E402
+
+# ----------------------------------------------------------------------------- score_variance
+
+
+def var_ignores_scaled(d_k, var_q, var_k, scaled):
+    return d_k * var_q * var_k
+
+
+def var_no_d_k(d_k, var_q, var_k, scaled):
+    return var_q * var_k  # "each term has variance var_q var_k"
+
+
+def var_std_product(d_k, var_q, var_k, scaled):
+    v = d_k * math.sqrt(var_q) * math.sqrt(var_k)
+    return v / d_k if scaled else v
+
+
+def var_divided_by_sqrt(d_k, var_q, var_k, scaled):
+    v = d_k * var_q * var_k
+    return v / math.sqrt(d_k) if scaled else v
+
+
+def var_sum_of_variances(d_k, var_q, var_k, scaled):
+    v = d_k * (var_q + var_k)
+    return v / d_k if scaled else v
+
+
+def var_returns_std(d_k, var_q, var_k, scaled):  # the spread, not the variance
+    sd = math.sqrt(d_k * var_q * var_k)
+    return sd / math.sqrt(d_k) if scaled else sd
+
+
+def var_as_tensor_pair(d_k, var_q, var_k, scaled):
+    return torch.tensor([d_k * var_q * var_k, var_q * var_k])
+
+
+def var_right_sum(d_k, var_q, var_k, scaled):
+    terms = [var_q * var_k for _ in range(d_k)]  # Var(q_m k_m), independent: they add
+    total = sum(terms)
+    return total / (math.sqrt(d_k) ** 2) if scaled else total
+
+
+def var_right_one_line(d_k, var_q, var_k, scaled):
+    return var_q * var_k * (1 if scaled else d_k)
+
+
+def var_right_prod(d_k, var_q, var_k, scaled):
+    return math.prod([d_k, var_q, var_k]) / d_k ** int(scaled)
+
+
+# ----------------------------------------------------------------------------- attention_crossover
+
+
+def cross_assumes_4d(d, d_ff, causal_skip):
+    n = 6 * d  # the chapter's answer
+    return 2 * n if causal_skip else n
+
+
+def cross_no_ffn(d, d_ff, causal_skip):
+    weights = 2 * 4 * d * d
+    attention = 4 * d / (2 if causal_skip else 1)
+    return weights / attention
+
+
+def cross_three_projections(d, d_ff, causal_skip):
+    weights = 2 * (3 * d * d + 2 * d * d_ff)  # Q, K, V and the FFN
+    return weights / (2 * d if causal_skip else 4 * d)
+
+
+def cross_scores_only(d, d_ff, causal_skip):
+    weights = 8 * d * d + 4 * d * d_ff
+    per_key = 2 * d  # q . k_j
+    return weights / (per_key / 2 if causal_skip else per_key)
+
+
+def cross_ignores_skip(d, d_ff, causal_skip):
+    return 2 * d + d_ff
+
+
+def cross_skip_halves_n(d, d_ff, causal_skip):  # skipping work makes attention cheaper, not n smaller
+    n = 2 * d + d_ff
+    return n / 2 if causal_skip else n
+
+
+def cross_macs_vs_flops(d, d_ff, causal_skip):  # multiply-adds for the weights, FLOPs for attention
+    weights = 4 * d * d + 2 * d * d_ff
+    return weights / (2 * d if causal_skip else 4 * d)
+
+
+def cross_right_flops(d, d_ff, causal_skip):
+    return (8 * d * d + 4 * d * d_ff) / (4 * d) * (2 if causal_skip else 1)
+
+
+def cross_right_macs(d, d_ff, causal_skip):
+    macs = 4 * d**2 + 2 * d * d_ff  # per position
+    per_n = 2 * d / (2 if causal_skip else 1)  # multiply-adds per key: q . k_j and alpha_j v_j
+    return macs / per_n
+
+
+def cross_right_factored(d, d_ff, causal_skip):
+    return float(2 * d + d_ff) * (1 + int(causal_skip))
+
+
+# ----------------------------------------------------------------------------- attention_weights_bytes
+
+
+def bytes_no_heads(batch, n_layer, n_head, n, bytes_per_value):
+    return batch * n_layer * n * n * bytes_per_value
+
+
+def bytes_n_not_squared(batch, n_layer, n_head, n, bytes_per_value):
+    return batch * n_layer * n_head * n * bytes_per_value
+
+
+def bytes_causal_half(batch, n_layer, n_head, n, bytes_per_value):
+    return batch * n_layer * n_head * (n * (n + 1) // 2) * bytes_per_value
+
+
+def bytes_no_layers(batch, n_layer, n_head, n, bytes_per_value):
+    return batch * n_head * n**2 * bytes_per_value
+
+
+def bytes_no_batch(batch, n_layer, n_head, n, bytes_per_value):
+    return n_layer * n_head * n**2 * bytes_per_value
+
+
+def bytes_in_bits(batch, n_layer, n_head, n, bytes_per_value):
+    return batch * n_layer * n_head * n**2 * bytes_per_value * 8
+
+
+def bytes_in_mib(batch, n_layer, n_head, n, bytes_per_value):
+    return batch * n_layer * n_head * n**2 * bytes_per_value / 2**20
+
+
+def bytes_right_prod(batch, n_layer, n_head, n, bytes_per_value):
+    return math.prod([batch, n_layer, n_head, n, n, bytes_per_value])
+
+
+def bytes_right_loop(batch, n_layer, n_head, n, bytes_per_value):
+    total = 0
+    for _ in range(n_layer):
+        total += batch * n_head * n * n * bytes_per_value  # one layer's weights
+    return total
+
+
+def bytes_right_shape(batch, n_layer, n_head, n, bytes_per_value):
+    shape = torch.Size([batch, n_head, n, n])  # one layer's weights, as the layer returns them
+    return n_layer * shape.numel() * bytes_per_value
+
+
+WRONG.update({
+    "score_variance": [
+        Student(var_ignores_scaled, _has(SCORE_VARIANCE, "ignored `scaled`")),
+        Student(var_no_d_k, _has(SCORE_VARIANCE, "left out the d_k terms")),
+        Student(var_std_product, _has(SCORE_VARIANCE, "multiplied standard deviations")),
+        Student(var_divided_by_sqrt, _has(SCORE_VARIANCE, "divided the variance by sqrt(d_k)")),
+        Student(var_sum_of_variances, _has(SCORE_VARIANCE, "added the two variances")),
+        Student(var_returns_std, None),
+        Student(var_as_tensor_pair, None),
+    ],
+    "attention_crossover": [
+        Student(cross_assumes_4d, _has(CROSSOVER, "assumed d_ff = 4d")),
+        Student(cross_no_ffn, _has(CROSSOVER, "left out the feed-forward network")),
+        Student(cross_three_projections, _has(CROSSOVER, "left out the output projection")),
+        Student(cross_scores_only, _has(CROSSOVER, "counted only the scores")),
+        Student(cross_ignores_skip, _has(CROSSOVER, "ignored `causal_skip`")),
+        Student(cross_skip_halves_n, None),
+        Student(cross_macs_vs_flops, None),
+    ],
+    "attention_weights_bytes": [
+        Student(bytes_no_heads, _has(WEIGHTS_BYTES, "left out the heads")),
+        Student(bytes_n_not_squared, _has(WEIGHTS_BYTES, "counted n weights per head")),
+        Student(bytes_causal_half, _has(WEIGHTS_BYTES, "counted only the causal half")),
+        Student(bytes_no_layers, _has(WEIGHTS_BYTES, "left out the layers")),
+        Student(bytes_no_batch, _has(WEIGHTS_BYTES, "left out the batch")),
+        Student(bytes_in_bits, _has(WEIGHTS_BYTES, "counted bits")),
+        Student(bytes_in_mib, None),
+    ],
+})
+
+RIGHT.update({
+    "score_variance": [var_right_sum, var_right_one_line, var_right_prod],
+    "attention_crossover": [cross_right_flops, cross_right_macs, cross_right_factored],
+    "attention_weights_bytes": [bytes_right_prod, bytes_right_loop, bytes_right_shape],
+})

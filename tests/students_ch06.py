@@ -377,3 +377,192 @@ RIGHT = {
     "merge_heads": [merge_right_cat, merge_right_loop, merge_right_contiguous_view, merge_right_einsum],
     "multihead_attention": [mha_right_loop, mha_right_einsum, mha_right_minus_1e9],
 }
+
+
+# ============================================================================= thinking questions
+# The count / predict questions (lmbook.tasks.questions.ch06), as students answer them.
+
+from lmbook.tasks.questions.ch06 import MHA_PARAMETERS, WRONG_RESHAPE, WRONG_SCALE  # noqa: E402
+
+# ----------------------------------------------------------------------------- mha_parameters
+
+
+def params_full_size_heads(d, h, bias):
+    per_head = 3 * d * d + (3 * d if bias else 0)  # every head has its own W_q, W_k, W_v
+    return h * per_head + d * d + (d if bias else 0)
+
+
+def params_no_out_proj(d, h, bias):
+    return 3 * d * d + (3 * d if bias else 0)
+
+
+def params_no_bias(d, h, bias):
+    return 4 * d * d
+
+
+def params_divided_by_h(d, h, bias):
+    return (4 * d * d + (4 * d if bias else 0)) // h
+
+
+def params_small_out_proj(d, h, bias):
+    d_head = d // h
+    weights = 3 * d * d + d_head * d  # W_o sized for one head
+    return weights + ((3 * d + d_head) if bias else 0)
+
+
+def params_no_out_bias(d, h, bias):
+    return 4 * d * d + (3 * d if bias else 0)
+
+
+def params_bias_per_head(d, h, bias):
+    return 4 * d * d + (4 * d * h if bias else 0)
+
+
+def params_right_per_head(d, h, bias):
+    d_head = d // h
+    total = 0
+    for _ in range(h):
+        total += 3 * (d * d_head + (d_head if bias else 0))  # this head's W_q, W_k, W_v and biases
+    return total + d * d + (d if bias else 0)  # W_o
+
+
+def params_right_torch(d, h, bias):  # count torch's own layer
+    return sum(p.numel() for p in torch.nn.MultiheadAttention(d, h, bias=bias).parameters())
+
+
+def params_right_matrices(d, h, bias):
+    shapes = [(3 * d, d), (d, d)] + ([(3 * d,), (d,)] if bias else [])  # in_proj, out_proj
+    return sum(math.prod(s) for s in shapes)
+
+
+# ----------------------------------------------------------------------------- wrong_scale_variance
+
+
+def scale_no_change(d, h):
+    return 1.0
+
+
+def scale_times_h(d, h):
+    return float(h)
+
+
+def scale_std(d, h):
+    return 1 / math.sqrt(h)
+
+
+def scale_forgot_division(d, h):
+    return d / h
+
+
+def scale_divided_by_sqrt(d, h):
+    return (d / h) / math.sqrt(d)
+
+
+def scale_std_inverted(d, h):
+    return math.sqrt(d) / math.sqrt(d // h)
+
+
+def scale_h_over_d(d, h):
+    return h / d
+
+
+def scale_right_ratio(d, h):
+    return (d // h) / d
+
+
+def scale_right_one_over_h(d, h):
+    return 1 / h
+
+
+def scale_right_squares(d, h):
+    return (d / h) * (1 / math.sqrt(d)) ** 2
+
+
+# ----------------------------------------------------------------------------- wrong_reshape_pairs
+
+
+def pairs_no_change(n, h):
+    return n * n
+
+
+def pairs_one_block(n, h):
+    return (n // h) ** 2
+
+
+def pairs_diagonal(n, h):
+    return n
+
+
+def pairs_lost(n, h):
+    return n * n - n * n // h
+
+
+def pairs_n_times_h(n, h):
+    return n * h
+
+
+def pairs_n_over_h(n, h):
+    return n // h
+
+
+def pairs_right_formula(n, h):
+    return n * n // h
+
+
+def pairs_right_blocks(n, h):
+    return sum((n // h) ** 2 for _ in range(h))
+
+
+def pairs_right_experiment(n, h):  # the chapter's experiment: perturb each input, see which outputs move
+    B, d = 1, 2 * h
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(B, n, d, generator=g, dtype=torch.float64)
+
+    def attend(x):
+        q = x.reshape(B, h, n, d // h)  # the split without the transpose
+        a = torch.softmax(q @ q.transpose(-2, -1) / math.sqrt(d // h), dim=-1)
+        return (a @ q).reshape(B, n, d)
+
+    base = attend(x)
+    count = 0
+    for j in range(n):
+        x2 = x.clone()
+        x2[:, j] += 1.0
+        count += int(((attend(x2) - base).abs().amax(-1) > 1e-9).sum())
+    return count
+
+
+WRONG.update({
+    "mha_parameters": [
+        Student(params_full_size_heads, _has(MHA_PARAMETERS, "gave every head full-size")),
+        Student(params_no_out_proj, _has(MHA_PARAMETERS, "left out the output projection")),
+        Student(params_no_bias, _has(MHA_PARAMETERS, "left out the biases")),
+        Student(params_divided_by_h, _has(MHA_PARAMETERS, "divided by h")),
+        Student(params_small_out_proj, _has(MHA_PARAMETERS, "gave W_o one head's size")),
+        Student(params_no_out_bias, _has(MHA_PARAMETERS, "left out W_o's bias")),
+        Student(params_bias_per_head, None),
+    ],
+    "wrong_scale_variance": [
+        Student(scale_no_change, _has(WRONG_SCALE, "predicted no change")),
+        Student(scale_times_h, _has(WRONG_SCALE, "turned the ratio upside down")),
+        Student(scale_std, _has(WRONG_SCALE, "gave the standard deviation")),
+        Student(scale_forgot_division, _has(WRONG_SCALE, "left out the division")),
+        Student(scale_divided_by_sqrt, _has(WRONG_SCALE, "divided the variance by sqrt(d)")),
+        Student(scale_std_inverted, None),
+        Student(scale_h_over_d, None),
+    ],
+    "wrong_reshape_pairs": [
+        Student(pairs_no_change, _has(WRONG_RESHAPE, "predicted that nothing changes")),
+        Student(pairs_one_block, _has(WRONG_RESHAPE, "counted one block")),
+        Student(pairs_diagonal, _has(WRONG_RESHAPE, "let each output depend on its own input")),
+        Student(pairs_lost, _has(WRONG_RESHAPE, "counted the pairs that are lost")),
+        Student(pairs_n_times_h, None),
+        Student(pairs_n_over_h, None),
+    ],
+})
+
+RIGHT.update({
+    "mha_parameters": [params_right_per_head, params_right_torch, params_right_matrices],
+    "wrong_scale_variance": [scale_right_ratio, scale_right_one_over_h, scale_right_squares],
+    "wrong_reshape_pairs": [pairs_right_formula, pairs_right_blocks, pairs_right_experiment],
+})

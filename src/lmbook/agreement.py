@@ -5,6 +5,10 @@ prepositional phrase may push the verb away from it. For every verb of a text we
 distance D from the subject, the form that was written (right) and the same verb with the other number
 (wrong). A model agrees at a verb when it gives the right form a higher probability than the wrong one
 (chapters 1, 2 and 5).
+
+:func:`long_phrase_windows` builds test sentences whose phrase is longer than any the training text is
+likely to hold (the grammar allows any number of adjectives in it, each less likely than the last), with
+the phrase's noun of the other number: a test of agreement at distances a model has never been trained on.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .corpus import EOS, NOUNS_PL, NOUNS_SG, VERBS_INTRANS, VERBS_TRANS, Vocab
+from .corpus import ADJS, DETS_PL, DETS_SG, EOS, NOUNS_PL, NOUNS_SG, PREPS, VERBS_INTRANS, VERBS_TRANS, Vocab
 
 # D = 2 and 3 cannot occur (a verb follows its subject at once, or after a phrase of at least 3 words)
 BUCKETS = [(1, 1), (4, 4), (5, 5), (6, 6), (7, 7), (8, 99)]
@@ -66,3 +70,48 @@ def accuracy_by_distance(correct: torch.Tensor, sites: Sites,
         counts.append(int(m.sum()))
         acc.append(correct[m].float().mean().item() if m.any() else float("nan"))
     return acc, counts
+
+
+@dataclass
+class PhraseTest:
+    windows: torch.Tensor  # (N, length) text ending in "." then a sentence up to the word before its verb
+    right: torch.Tensor  # (N,) the verb form that agrees with the subject
+    wrong: torch.Tensor  # (N,) the same verb with the other number (the phrase noun's number)
+    dist: int  # distance D from the subject to the verb, the same in every row
+
+
+def long_phrase_windows(text: torch.Tensor, vocab: Vocab, n_adj: int, count: int, length: int,
+                        seed: int = 0) -> PhraseTest:
+    """``count`` windows of ``length`` words that end with "DET NOUN PREP the ADJ × n_adj NOUN" (the verb
+    comes next, at distance D = n_adj + 4 from the subject); the phrase's noun has the other number.
+
+    Each window starts with the end of a random stretch of ``text`` that ends in ".", so that a model reads
+    the sentence after real context, as it reads the test text. Every sentence is grammatical in the
+    course's toy English (:func:`lmbook.corpus.toy_english`), whose phrases may hold any number of adjectives.
+    """
+    sentence_len = n_adj + 5  # the words before the verb
+    if sentence_len >= length:
+        raise ValueError(f"a phrase of {n_adj} adjectives needs windows longer than {sentence_len}, "
+                         f"got length={length}")
+    g = torch.Generator().manual_seed(seed)
+    eos = vocab.stoi[EOS]
+    ends = (text == eos).nonzero().flatten()
+    ends = ends[ends >= length]  # room for the context before the sentence
+
+    def pick(words):
+        return words[int(torch.randint(len(words), (1,), generator=g))]
+
+    rows, right, wrong = [], [], []
+    for _ in range(count):
+        plural = bool(torch.randint(2, (1,), generator=g))
+        dets, nouns, others = (DETS_PL, NOUNS_PL, NOUNS_SG) if plural else (DETS_SG, NOUNS_SG, NOUNS_PL)
+        words = [pick(dets), pick(nouns), pick(PREPS), "the"] + [pick(ADJS) for _ in range(n_adj)]
+        words.append(pick(others))  # the attractor: a noun of the other number, right before the verb
+        singular_form, plural_form = pick(VERBS_INTRANS + VERBS_TRANS)
+        end = int(pick(ends))
+        context = text[end + 1 - (length - sentence_len) : end + 1].tolist()
+        rows.append(context + vocab.encode(words))
+        r, w = (plural_form, singular_form) if plural else (singular_form, plural_form)
+        right.append(vocab.stoi[r])
+        wrong.append(vocab.stoi[w])
+    return PhraseTest(torch.tensor(rows), torch.tensor(right), torch.tensor(wrong), n_adj + 4)

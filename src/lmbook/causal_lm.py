@@ -57,30 +57,33 @@ POSITIONS = ("learned", "sinusoidal", "none", "relative", "alibi", "rope")
 
 
 class Block(nn.Module):
-    """Causal self-attention, then a position-wise feed-forward network, each added to its input."""
+    """Causal self-attention, then a position-wise FFN, each added to its input."""
 
     def __init__(self, cfg: LMConfig):
         super().__init__()
+        d = cfg.d_model
         self.n_head = cfg.n_head
-        self.ln_1 = nn.LayerNorm(cfg.d_model)
-        if cfg.n_head == 1:
-            self.attn = SelfAttention(cfg.d_model, cfg.d_model)
-            self.proj = nn.Linear(cfg.d_model, cfg.d_model)  # maps the attention output back into the residual stream
-        else:
-            self.attn = MultiHeadAttention(cfg.d_model, cfg.n_head, rope=cfg.positions == "rope")  # out_proj: W_o
-            self.attn.in_proj.register_parameter("bias", None)  # no bias on Q, K, V, as in SelfAttention
+        self.ln_1 = nn.LayerNorm(d)
+        if cfg.n_head == 1:  # chapter 5: one head, then W_o (with a bias)
+            self.attn = SelfAttention(d, d)
+            self.proj = nn.Linear(d, d)
+        else:  # chapter 6: h heads; W_o is the layer's out_proj
+            self.attn = MultiHeadAttention(d, cfg.n_head, rope=cfg.positions == "rope")
+            self.attn.in_proj.register_parameter("bias", None)  # no bias on Q, K, V
             self.proj = nn.Identity()
-        self.ln_2 = nn.LayerNorm(cfg.d_model)
-        self.ffn = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Linear(cfg.d_ff, cfg.d_model))
+        self.ln_2 = nn.LayerNorm(d)
+        self.ffn = nn.Sequential(nn.Linear(d, cfg.d_ff), nn.GELU(),
+                                 nn.Linear(cfg.d_ff, d))
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Returns the new x and the attention weights: (B, n, n) with one head, (B, h, n, n) with h."""
+    def forward(self, x: torch.Tensor,
+                mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The new x, and the weights: (B, n, n), or (B, h, n, n) with h heads."""
         if self.n_head == 1:
             y, weights = self.attn(self.ln_1(x), mask)
         else:
             y, weights = self.attn(self.ln_1(x), mask=mask)
-        x = x + self.proj(y)
-        x = x + self.ffn(self.ln_2(x))
+        x = x + self.proj(y)  # attention reads the other positions
+        x = x + self.ffn(self.ln_2(x))  # the FFN works on each position alone
         return x, weights
 
 
@@ -191,13 +194,18 @@ def stream_loss(model: CausalLM, ids: torch.Tensor) -> float:
 
 def train_lm(model: CausalLM, train: torch.Tensor, val: torch.Tensor | None = None, *, steps: int = 600,
              batch_size: int = 32, lr: float = 3e-3, seed: int = 0, eval_every: int = 0,
-             warmup: int = 50) -> TrainLog:
+             warmup: int = 50, weight_decay: float = 0.01, decoupled: bool = True) -> TrainLog:
     """AdamW on random windows of ``train``, learning rate warmed up then decayed to 0 along a cosine.
 
     ``train`` is a token stream (1-D), read in random windows of ``block_size``, or a set of sequences
-    (N, block_size + 1), of which each batch takes random rows whole (chapter 7's order tasks)."""
+    (N, block_size + 1), of which each batch takes random rows whole (chapter 7's order tasks).
+    ``decoupled=False`` trains with Adam and an L2 penalty of the same ``weight_decay`` instead (its gradient
+    λθ added to the loss's, then rescaled by Adam like the rest: chapter 5 compares the two)."""
     device = next(model.parameters()).device
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    if decoupled:  # θ ← θ − lr·λ·θ, apart from Adam's step (Loshchilov & Hutter)
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    else:  # g ← g + λθ, then Adam: the decay is divided by sqrt(v̂) like the gradient
+        opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + torch.cos(torch.tensor(s / steps * torch.pi)).item()))
     g = torch.Generator().manual_seed(seed)

@@ -12,8 +12,9 @@ real token; ``causal`` (a bool) lets position i attend only to positions j ≤ i
 from __future__ import annotations
 
 from ...grading.checks import Registry
+from ..questions.ch05 import QUESTIONS
 from .masked_attention import MASKED_ATTENTION
 from .qkv import QKV
 
 CHECKS = [MASKED_ATTENTION, QKV]
-check = Registry(CHECKS)
+check = Registry(CHECKS + QUESTIONS)

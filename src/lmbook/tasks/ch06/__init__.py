@@ -15,9 +15,10 @@ every sequence has at least one real token. ``causal`` is only True in self-atte
 from __future__ import annotations
 
 from ...grading.checks import Registry
+from ..questions.ch06 import QUESTIONS
 from .merge_heads import MERGE_HEADS
 from .multihead_attention import MULTIHEAD_ATTENTION
 from .split_heads import SPLIT_HEADS
 
 CHECKS = [SPLIT_HEADS, MERGE_HEADS, MULTIHEAD_ATTENTION]
-check = Registry(CHECKS)
+check = Registry(CHECKS + QUESTIONS)
