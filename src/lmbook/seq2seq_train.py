@@ -120,7 +120,7 @@ def warmup_cosine(k: int, steps: int, warmup: int = 0, decay: bool = True) -> fl
 
 
 def inverse_sqrt(s: int, d_model: int, warmup: int) -> float:
-    """Vaswani et al.'s learning rate at step s = 1, 2, …: d^-0.5 · min(s^-0.5, s · warmup^-1.5)."""
+    """The paper's rate at step s = 1, 2, …: d^-0.5 min(s^-0.5, s warmup^-1.5)."""
     if s < 1:
         raise ValueError(f"the paper counts steps from 1, got {s}")
     return d_model**-0.5 * min(s**-0.5, s * warmup**-1.5)

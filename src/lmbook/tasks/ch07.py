@@ -20,6 +20,7 @@ from ..grading.checks import Case, Check, Mutant, Registry
 from ..grading.compare import describe_tensor_mismatch
 from .ch05 import COURSE, COURSE_ATTRS
 from .common import randn as _randn
+from .questions.ch07 import QUESTIONS
 
 BASE = 10000.0
 NEG_INF = float("-inf")
@@ -363,4 +364,4 @@ RELATIVE = Check(
 )
 
 CHECKS = [SINUSOIDAL, ROPE, ALIBI, RELATIVE]
-check = Registry(CHECKS)
+check = Registry(CHECKS + QUESTIONS)

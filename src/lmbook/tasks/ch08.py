@@ -29,6 +29,7 @@ from ..grading.compare import describe_tensor_mismatch, to_reference
 from .ch05 import COURSE, COURSE_ATTRS, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS
 from .common import load_weights
 from .common import randn as _randn
+from .questions.ch08 import QUESTIONS
 
 NEG_INF = float("-inf")
 NAN = float("nan")
@@ -539,4 +540,4 @@ DECODER_BLOCK = Check(
 )
 
 CHECKS = [LAYER_NORM, FEED_FORWARD, ENCODER_BLOCK, DECODER_BLOCK]
-check = Registry(CHECKS)
+check = Registry(CHECKS + QUESTIONS)
