@@ -365,6 +365,24 @@ def test_smoothed_loss_is_the_cross_entropy_against_the_smoothed_target():
     _close(smoothed_loss(logits, targets, 0.0), F.cross_entropy(logits[real], targets[real]), "ε = 0")
 
 
+def test_fit_with_label_smoothing_trains_on_the_smoothed_loss_of_its_first_batch():
+    from lmbook.seq2seq_train import _trim, length_bucketed_batches
+
+    data = _copy_task()
+    torch.manual_seed(0)
+    model = Transformer(10, 10, d_model=16, n_head=2, n_layer=1, d_ff=32, dropout=0.0)
+    same = Transformer(10, 10, d_model=16, n_head=2, n_layer=1, d_ff=32, dropout=0.0)
+    same.load_state_dict(model.state_dict())
+    log = fit(model, data, steps=1, batch_size=32, seed=3, label_smoothing=0.1)
+    idx = next(length_bucketed_batches(data[1], 32, torch.Generator().manual_seed(3)))
+    x, lengths, y = _trim(data[0][idx], data[1][idx], data[2][idx])
+    want = smoothed_loss(same(x, lengths, y[:, :-1]), y[:, 1:], 0.1).item()
+    assert log.loss[0] == pytest.approx(want, rel=1e-6), "fit's first loss is not the smoothed loss"
+    plain = F.cross_entropy(same(x, lengths, y[:, :-1]).flatten(0, 1), y[:, 1:].flatten(),
+                            ignore_index=PAD).item()
+    assert abs(log.loss[0] - plain) > 1e-3, "the smoothed and the plain loss should differ here"
+
+
 def test_smoothed_loss_is_lowest_when_the_model_gives_the_right_word_one_minus_eps_plus_eps_over_v():
     eps, V = 0.1, 6
     best = (1 - eps) * F.one_hot(torch.tensor([[2]]), V).double() + eps / V  # the smoothed target itself
