@@ -278,7 +278,7 @@ def test_model_equals_nn_transformer_with_the_same_weights(norm_first):
     memory = model.encode(x, lengths)
     with torch.no_grad():
         want_memory = ref.encoder(src, src_key_padding_mask=~memory.mask)
-        want = model.W_out(ref(src, tgt, tgt_mask=~causal_mask(y_in.shape[1]), src_key_padding_mask=~memory.mask,
+        want = model.W_y(ref(src, tgt, tgt_mask=~causal_mask(y_in.shape[1]), src_key_padding_mask=~memory.mask,
                              memory_key_padding_mask=~memory.mask))
     _close(memory.H[memory.mask], want_memory[memory.mask], "encoder output vs nn.TransformerEncoder")
     _close(model.decode(y_in, memory), want, "logits vs nn.Transformer")

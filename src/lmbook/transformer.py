@@ -24,7 +24,7 @@ The translator (same interface as :class:`lmbook.seq2seq.Seq2Seq`, so :func:`lmb
 
     H      = Encoder(sqrt(d) E_src[x] + PE)            N encoder blocks, then LN if ``final_norm``: the memory
     s      = Decoder(sqrt(d) E_tgt[y_<t] + PE, H)      N decoder blocks, then LN if ``final_norm``
-    logits = s W_out + b_out                         the vocabulary layer (W_o is only attention's output map)
+    logits = s W_y + b_y                             the vocabulary layer (W_o is only attention's output map)
 
 PE is :func:`lmbook.positions.sinusoidal`. Dropout (rate ``dropout``) falls on the embeddings, on each
 sub-layer's output before it is added to x, and on the FFN's hidden layer, as in ``torch.nn.Transformer``,
@@ -253,7 +253,7 @@ class Transformer(Translator):
         final_norm = norm_first if final_norm is None else final_norm
         self.ln_enc = LayerNorm(d_model) if final_norm else nn.Identity()
         self.ln_dec = LayerNorm(d_model) if final_norm else nn.Identity()
-        self.W_out = nn.Linear(d_model, tgt_vocab_size)  # the vocabulary layer
+        self.W_y = nn.Linear(d_model, tgt_vocab_size)  # the vocabulary layer
 
 
     def embed(self, ids: torch.Tensor, E: nn.Embedding) -> torch.Tensor:
@@ -279,7 +279,7 @@ class Transformer(Translator):
         s = self.embed(y_in, self.tgt_E)
         for block in self.decoder:
             s, weights = block(s, memory.H, memory.mask)
-        logits = self.W_out(self.ln_dec(s))
+        logits = self.W_y(self.ln_dec(s))
         return (logits, weights.mean(1)) if return_alpha else logits
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, y_in: torch.Tensor) -> torch.Tensor:
@@ -333,7 +333,7 @@ class Transformer(Translator):
         """Copy the blocks and final norms of an ``nn.Transformer`` (batch_first; same sizes and norm order).
 
         Needs ``final_norm=True``: ``nn.Transformer`` always ends its encoder and its decoder with a LayerNorm.
-        Embeddings and W_out stay as they are (``nn.Transformer`` has none).
+        Embeddings and W_y stay as they are (``nn.Transformer`` has none).
         """
         if not isinstance(self.ln_enc, LayerNorm):
             raise ValueError("nn.Transformer ends its encoder and decoder with a LayerNorm: build with final_norm=True")
