@@ -19,7 +19,7 @@ TEST_WORKERS ?= 2
 VENDOR := .vendor/static/vendor
 WIDGETS_DIST := node_modules/@jupyter-widgets/html-manager/dist
 
-.PHONY: system-deps install book book-instructor bench-chapters bench-quick test lint lab exercises grade grade-demo bench clean
+.PHONY: system-deps install book book-instructor bench-chapters bench-quick test lint lab exercises grade formgrader grade-demo bench clean
 
 install: $(STAMP) $(VENDOR)/.done
 
@@ -94,15 +94,30 @@ test: system-deps install
 lint: install
 	$(BIN)/ruff check src tests bench autograder book/_ext
 
+# JupyterLab on exercises/, served from the repository's root so that each notebook's link to its chapter
+# (../../book/chNN_*.md) opens; nbgrader's instructor tools are turned off (autograder/student-lab/).
+# Run as root (a container), JupyterLab needs --allow-root: given, and said.
+ALLOW_ROOT = $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 lab: install
-	$(BIN)/jupyter lab exercises/
+	@if [ -n "$(ALLOW_ROOT)" ]; then echo "make lab: running as root, so JupyterLab gets --allow-root: the notebooks run as root (run make lab as a user where you can)."; fi
+	JUPYTER_CONFIG_PATH="$(CURDIR)/autograder/student-lab$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	  $(BIN)/jupyter lab --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/exercises $(ALLOW_ROOT) $(LAB_ARGS)
 
-# make grade SUBMISSIONS=path/to/submissions [ASSIGNMENT=ch02] [OUT=grading]
+# make grade SUBMISSIONS=path/to/download [ASSIGNMENT=ch02] [OUT=grading] [TIMEOUT=300] [LMS=canvas]
+#   [LATE_PENALTY=10%/day] [DUE="2026-03-01 23:59"] [PARTIAL_CREDIT=1] [GRADE_ARGS="--lms-column ..."]
 # Several: ASSIGNMENT="ch01 ch02" or ASSIGNMENT=all, with SUBMISSIONS/<assignment>/<student>/...
 OUT ?= grading
 ASSIGNMENT ?= ch01
 grade: install
-	$(BIN)/lmbook-grade $(SUBMISSIONS) $(foreach a,$(ASSIGNMENT),--assignment $(a)) --out $(OUT)
+	$(BIN)/lmbook-grade "$(SUBMISSIONS)" $(foreach a,$(ASSIGNMENT),--assignment $(a)) --out "$(OUT)" \
+	  $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(LMS),--lms $(LMS)) $(if $(LATE_PENALTY),--late-penalty "$(LATE_PENALTY)") \
+	  $(if $(DUE),--due "$(DUE)") $(if $(PARTIAL_CREDIT),--partial-credit) $(GRADE_ARGS)
+
+# Grade by hand in nbgrader's formgrader (free-text answers, a score to override), on the course make grade
+# wrote in $(OUT)/course; then run make grade again to bring those scores into the grades and the LMS files.
+formgrader: install
+	@test -f "$(OUT)/course/nbgrader_config.py" || { echo "no nbgrader course in $(OUT)/course: run make grade first" >&2; exit 1; }
+	cd "$(OUT)/course" && $(BIN)/jupyter lab --LabApp.default_url=/formgrader $(ALLOW_ROOT) $(LAB_ARGS)
 
 # Grade every exercise's sample submissions (correct, blank, partly wrong, broken) into grading-demo/.
 grade-demo: install

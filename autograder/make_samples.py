@@ -70,6 +70,13 @@ def solution_answers(assignment: str = "ch01") -> dict[str, str]:
     return answers
 
 
+def code_answers(assignment: str = "ch01") -> list[str]:
+    """The grade ids of the answer cells that hold code (not free-text answers graded by hand), in order."""
+    nb = nbformat.read(ROOT / "solutions" / assignment / notebook_name(assignment), as_version=4)
+    return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"]
+
+
 def fill(answers: dict[str, str], assignment: str = "ch01") -> nbformat.NotebookNode:
     """The released exercise notebook with the given answer cells replaced."""
     nb = nbformat.read(ROOT / "exercises" / assignment / notebook_name(assignment), as_version=4)
@@ -83,8 +90,10 @@ def fill(answers: dict[str, str], assignment: str = "ch01") -> nbformat.Notebook
 def make_samples(dest: Path, assignment: str = "ch01") -> list[str]:
     """Write one folder per sample student under ``dest``; return their names."""
     good = solution_answers(assignment)
-    # Later tasks may call earlier answers: the last answer is the one whose loss costs only its own tests.
-    last = list(good)[-1] if assignment != "ch01" else "log_softmax"
+    # Later tasks may call earlier answers: the last answer is the one whose loss costs only its own tests (a
+    # code answer: a free-text one, graded by hand, has no syntax to break). The correct sample answers the
+    # free-text questions with the model answer: pending, as a student's answer would be.
+    last = code_answers(assignment)[-1] if assignment != "ch01" else "log_softmax"
     samples = {
         "correct": good,
         "blank": {},

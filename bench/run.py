@@ -113,6 +113,10 @@ HEADLINES = {
         ("true model (floor): test perplexity", "floor_ppl"),
         ("share of the bigram-to-floor gap closed", "gap_closed"),
         ("skip-gram: final training loss", "sgns_loss_last"),
+        ("window 3, Adam (η = 0.003): validation loss after 2 epochs", "adam_val"),
+        ("window 3, SGD at the best of 4 learning rates: validation loss after 2 epochs", "sgd_best_val"),
+        ("H = 512 on 8,000 words, no dropout: final validation loss", "plain_final"),
+        ("H = 512 on 8,000 words, dropout 0.3: final validation loss", "dropped_final"),
     ],
     "ch02_rnn_lm": [
         ("LSTM LM: test perplexity", "lstm_ppl"),

@@ -5,7 +5,7 @@ one student folder. The tampering ones carry wrong or blank answers, so an
 attack that worked would show up as points. ``EXPECTED[name]`` is
 ``(per-task points, flagged for review, a phrase the report must contain)``;
 the task order is log_softmax, cross_entropy, ffnn_forward, sgns_loss, train_lm
-(3 + 3 + 3 + 3 + 4 = 16 points).
+(3 + 3 + 3 + 3 + 4 = 16 points; the thinking questions are left unanswered).
 """
 
 from __future__ import annotations
@@ -21,8 +21,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "autograder"))
 from make_samples import NOTEBOOK, fill, solution_answers  # noqa: E402
 
-GOOD = solution_answers()
+# The samples answer the five code tasks only: the thinking questions (lmbook.tasks.questions.ch01) stay
+# unanswered in every one, so a sample's total is its code tasks' points, out of MAX_TOTAL for the exercise.
+CODE_TASKS = ("log_softmax", "cross_entropy", "ffnn_forward", "sgns_loss", "train_lm")
+GOOD = {task: answer for task, answer in solution_answers().items() if task in CODE_TASKS}
 FULL, ZERO = [3, 3, 3, 3, 4], [0, 0, 0, 0, 0]
+MAX_TOTAL = sum(c.metadata["nbgrader"]["points"] for c in nbformat.read(
+    ROOT / "solutions" / "ch01" / NOTEBOOK, as_version=4).cells if c.metadata.get("nbgrader", {}).get("grade"))
 WRONG = {  # a wrong answer for every task: a successful attack would turn these into points
     "log_softmax": "def log_softmax(x, dim=-1):\n    return x",
     "cross_entropy": "def cross_entropy(logits, targets, ignore_index=-100):\n    return logits.sum()\n\n"

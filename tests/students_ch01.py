@@ -449,3 +449,245 @@ RIGHT = {
     "ffnn_forward": [ff_right_loop, ff_right_blocks, ff_right_onehot],
     "sgns_loss": [sg_right_softplus, sg_right_logaddexp, sg_right_loop],
 }
+
+
+# ============================================================================= the thinking questions
+# (chapter 1's derive and count questions, lmbook.tasks.questions.ch01)
+
+from lmbook.tasks.questions.ch01 import (  # noqa: E402
+    ADAM_FIRST_STEP,
+    DROPOUT_VARIANCE,
+    FFNN_PARAMETERS,
+    PERPLEXITY_MIXED,
+)
+
+
+def fp_no_biases(V, m, d, H):
+    return V * d + H * m * d + V * H
+
+
+def fp_e_per_slot(V, m, d, H):  # one embedding table per position of the window
+    return m * V * d + m * d * H + H + H * V + V
+
+
+def fp_w_one_slot(V, m, d, H):
+    emb = V * d
+    hidden = d * H + H
+    out = H * V + V
+    return emb + hidden + out
+
+
+def fp_no_embeddings(V, m, d, H):
+    return (m * d) * H + H + H * V + V
+
+
+def fp_no_output(V, m, d, H):
+    return V * d + m * d * H + H
+
+
+def fp_window_plus_one(V, m, d, H):  # w_t counted in the window
+    n = m + 1
+    return V * d + H * n * d + H + V * H + V
+
+
+def fp_forgot_c(V, m, d, H):  # b counted, c forgotten: no named mistake says only that
+    return V * d + H * m * d + H + V * H
+
+
+def fp_right_shapes(V, m, d, H):
+    shapes = [(V, d), (H, m * d), (H,), (V, H), (V,)]
+    return sum(math.prod(s) for s in shapes)
+
+
+def fp_right_layers(V, m, d, H):
+    embedding = V * d
+    hidden = (m * d + 1) * H  # weights and bias of each hidden unit
+    output = (H + 1) * V
+    return embedding + hidden + output
+
+
+def fp_right_numpy(V, m, d, H):
+    return int(np.prod([V, d]) + np.prod([H, m * d]) + H + np.prod([V, H]) + V)
+
+
+def pm_arithmetic(p, q, f):
+    return f * (1 / p) + (1 - f) * (1 / q)
+
+
+def pm_inverse_mean_prob(p, q, f):
+    return 1 / (f * p + (1 - f) * q)
+
+
+def pm_cross_entropy(p, q, f):
+    return -(f * math.log(p) + (1 - f) * math.log(q))
+
+
+def pm_swapped(p, q, f):
+    return math.exp(-((1 - f) * math.log(p) + f * math.log(q)))
+
+
+def pm_ignores_f(p, q, f):
+    return math.exp(-(math.log(p) + math.log(q)) / 2)
+
+
+def pm_two_to_the_nats(p, q, f):
+    ce = -(f * math.log(p) + (1 - f) * math.log(q))
+    return 2**ce
+
+
+def pm_tensor(p, q, f):  # right value, but a tensor where a number is asked
+    return torch.exp(-(f * torch.log(torch.tensor(p)) + (1 - f) * torch.log(torch.tensor(q))))
+
+
+def pm_right_powers(p, q, f):
+    return 1 / (p**f * q ** (1 - f))
+
+
+def pm_right_product(p, q, f):
+    return math.exp(-f * math.log(p)) * math.exp(-(1 - f) * math.log(q))
+
+
+def pm_right_bits(p, q, f):
+    return 2 ** (-(f * math.log2(p) + (1 - f) * math.log2(q)))
+
+
+def adam_no_correction(g, lr, beta1, beta2, eps):
+    m = (1 - beta1) * g
+    v = (1 - beta2) * g**2
+    return -lr * m / (v.sqrt() + eps)
+
+
+def adam_m_only(g, lr, beta1, beta2, eps):
+    m_hat = (1 - beta1) * g / (1 - beta1)
+    v = (1 - beta2) * g**2
+    return -lr * m_hat / (torch.sqrt(v) + eps)
+
+
+def adam_sgd(g, lr, beta1, beta2, eps):
+    return -lr * g
+
+
+def adam_plus(g, lr, beta1, beta2, eps):
+    m_hat, v_hat = g, g * g
+    return lr * m_hat / (v_hat.sqrt() + eps)
+
+
+def adam_eps_inside(g, lr, beta1, beta2, eps):
+    return -lr * g / torch.sqrt(g * g + eps)
+
+
+def adam_sign(g, lr, beta1, beta2, eps):  # "at the first step Adam moves by η against the sign"
+    return -lr * torch.sign(g)
+
+
+def adam_no_eps_nan(g, lr, beta1, beta2, eps):  # 0 / 0 where a gradient is 0
+    return -lr * g / g.abs()
+
+
+def adam_t_zero(g, lr, beta1, beta2, eps):  # bias correction with t = 0
+    t = 0
+    m_hat = (1 - beta1) * g / (1 - beta1**t)
+    v_hat = (1 - beta2) * g**2 / (1 - beta2**t)
+    return -lr * m_hat / (v_hat.sqrt() + eps)
+
+
+def adam_right_one_step(g, lr, beta1, beta2, eps):
+    m, v = torch.zeros_like(g), torch.zeros_like(g)
+    t = 1
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    m_hat, v_hat = m / (1 - beta1**t), v / (1 - beta2**t)
+    return -lr * m_hat / (torch.sqrt(v_hat) + eps)
+
+
+def adam_right_closed_form(g, lr, beta1, beta2, eps):
+    return -lr * g / (g.abs() + eps)
+
+
+def adam_right_sign_times(g, lr, beta1, beta2, eps):
+    return -lr * torch.sign(g) * (g.abs() / (g.abs() + eps))
+
+
+def dv_no_rescale(x, p):
+    return x**2 * p * (1 - p)
+
+
+def dv_keep_probability(x, p):
+    return x**2 * (1 - p) / p
+
+
+def dv_second_moment(x, p):
+    return (1 - p) * (x / (1 - p)) ** 2
+
+
+def dv_not_squared(x, p):
+    return x * p / (1 - p)
+
+
+def dv_zero(x, p):  # "dropout keeps the mean, so it adds nothing"
+    return 0.0
+
+
+def dv_scaled_squared_wrong(x, p):
+    return (x / (1 - p)) ** 2 * p
+
+
+def dv_right_moments(x, p):
+    mean = (1 - p) * x / (1 - p)
+    second = (1 - p) * (x / (1 - p)) ** 2
+    return second - mean**2
+
+
+def dv_right_formula(x, p):
+    return x * x * p / (1 - p)
+
+
+def dv_right_factor(x, p):
+    return x**2 * (1 / (1 - p) - 1)
+
+
+WRONG.update({
+    "ffnn_parameters": [
+        Student(fp_no_biases, _has(FFNN_PARAMETERS, "left out the biases")),
+        Student(fp_e_per_slot, _has(FFNN_PARAMETERS, "counted one embedding matrix per slot")),
+        Student(fp_w_one_slot, _has(FFNN_PARAMETERS, "gave W the columns of one embedding")),
+        Student(fp_no_embeddings, _has(FFNN_PARAMETERS, "left out the embedding matrix")),
+        Student(fp_no_output, _has(FFNN_PARAMETERS, "left out the output layer")),
+        Student(fp_window_plus_one, _has(FFNN_PARAMETERS, "counted m + 1 words")),
+        Student(fp_forgot_c, None),
+    ],
+    "perplexity_mixed": [
+        Student(pm_arithmetic, _has(PERPLEXITY_MIXED, "averaged 1/p")),
+        Student(pm_inverse_mean_prob, _has(PERPLEXITY_MIXED, "took 1 / (the average probability)")),
+        Student(pm_cross_entropy, _has(PERPLEXITY_MIXED, "returned the cross-entropy")),
+        Student(pm_swapped, _has(PERPLEXITY_MIXED, "gave p the weight 1 - f")),
+        Student(pm_ignores_f, _has(PERPLEXITY_MIXED, "weighed p and q equally")),
+        Student(pm_two_to_the_nats, _has(PERPLEXITY_MIXED, "raised 2 to a cross-entropy in nats")),
+        Student(pm_tensor, None),
+    ],
+    "adam_first_step": [
+        Student(adam_no_correction, _has(ADAM_FIRST_STEP, "left out the bias correction")),
+        Student(adam_m_only, _has(ADAM_FIRST_STEP, "bias-corrected m but not v")),
+        Student(adam_sgd, _has(ADAM_FIRST_STEP, "took SGD's step")),
+        Student(adam_plus, _has(ADAM_FIRST_STEP, "moved along the gradient")),
+        Student(adam_eps_inside, _has(ADAM_FIRST_STEP, "put ε inside the square root")),
+        Student(adam_sign, _has(ADAM_FIRST_STEP, "left out ε")),
+        Student(adam_no_eps_nan, _has(ADAM_FIRST_STEP, "left out ε")),
+        Student(adam_t_zero, None),
+    ],
+    "dropout_variance": [
+        Student(dv_no_rescale, _has(DROPOUT_VARIANCE, "left out the rescaling")),
+        Student(dv_keep_probability, _has(DROPOUT_VARIANCE, "took p as the probability of keeping")),
+        Student(dv_second_moment, _has(DROPOUT_VARIANCE, "returned E[x̃²]")),
+        Student(dv_not_squared, _has(DROPOUT_VARIANCE, "the variance grows with x²")),
+        Student(dv_zero, _has(DROPOUT_VARIANCE, "the mean is unchanged")),
+        Student(dv_scaled_squared_wrong, None),
+    ],
+})
+
+RIGHT.update({
+    "ffnn_parameters": [fp_right_shapes, fp_right_layers, fp_right_numpy],
+    "perplexity_mixed": [pm_right_powers, pm_right_product, pm_right_bits],
+    "adam_first_step": [adam_right_one_step, adam_right_closed_form, adam_right_sign_times],
+    "dropout_variance": [dv_right_moments, dv_right_formula, dv_right_factor],
+})

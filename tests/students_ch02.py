@@ -895,3 +895,184 @@ RIGHT = {
     "filter_probs": [filt_right_loop, filt_right_log_softmax, filt_right_keep_mask],
     "sample": [samp_right_cdf, samp_right_gumbel, samp_right_categorical],
 }
+
+
+# ============================================================================= the thinking questions
+# (chapter 2's count and predict questions, lmbook.tasks.questions.ch02)
+
+from lmbook.tasks.questions.ch02 import RNN_LM_PARAMETERS, STEPS_UNTIL_BELOW, TEMPERATURE_RATIO  # noqa: E402
+
+
+def _question_has(check, start: str) -> str:
+    (text,) = [m.misconception for m in check.mutants if m.misconception.startswith(start)]
+    return text
+
+
+def rp_one_bias(V, d, H, cell):
+    blocks = {"rnn": 1, "gru": 3, "lstm": 4}[cell]
+    return V * d + blocks * (H * d + H * H + H) + H * V + V
+
+
+def rp_swapped(V, d, H, cell):
+    blocks = {"rnn": 1, "lstm": 3, "gru": 4}[cell]
+    return V * d + blocks * (H * d + H * H + 2 * H) + H * V + V
+
+
+def rp_one_block(V, d, H, cell):  # "a cell is one W_x, one W_h"
+    return V * d + (H * d + H * H + 2 * H) + H * V + V
+
+
+def rp_no_output(V, d, H, cell):
+    blocks = 4 if cell == "lstm" else 3 if cell == "gru" else 1
+    return V * d + blocks * (d * H + H * H + 2 * H)
+
+
+def rp_no_embedding(V, d, H, cell):
+    blocks = 4 if cell == "lstm" else 3 if cell == "gru" else 1
+    return blocks * (d * H + H * H + 2 * H) + (H + 1) * V
+
+
+def rp_wh_like_wx(V, d, H, cell):
+    blocks = 4 if cell == "lstm" else 3 if cell == "gru" else 1
+    return V * d + blocks * (2 * d * H + 2 * H) + (H + 1) * V
+
+
+def rp_three_everywhere(V, d, H, cell):  # both gated cells given three blocks
+    blocks = 1 if cell == "rnn" else 3
+    return V * d + blocks * (d * H + H * H + 2 * H) + (H + 1) * V
+
+
+def rp_right_loop(V, d, H, cell):
+    total = V * d + H * V + V
+    for _ in range({"rnn": 1, "gru": 3, "lstm": 4}[cell]):
+        total += H * d + H * H + H + H
+    return total
+
+
+def rp_right_shapes(V, d, H, cell):
+    g = {"rnn": 1, "gru": 3, "lstm": 4}[cell]
+    shapes = [(V, d), (g * H, d), (g * H, H), (g * H,), (g * H,), (V, H), (V,)]
+    return sum(math.prod(s) for s in shapes)
+
+
+def rp_right_if(V, d, H, cell):
+    if cell == "lstm":
+        g = 4
+    elif cell == "gru":
+        g = 3
+    else:
+        g = 1
+    return int(np.int64(V) * d + g * H * (d + H + 2) + V * (H + 1))
+
+
+def su_raw(a, threshold):
+    return math.log(threshold) / math.log(a)
+
+
+def su_floor(a, threshold):
+    return math.floor(math.log(threshold) / math.log(a))
+
+
+def su_inverted(a, threshold):
+    return int(math.log(a) / math.log(threshold)) + 1
+
+
+def su_linear(a, threshold):  # loses (1 - a) per step
+    return int((1 - threshold) / (1 - a)) + 1
+
+
+def su_mixed_bases(a, threshold):
+    return math.floor(math.log10(threshold) / math.log(a)) + 1
+
+
+def su_round(a, threshold):
+    return round(math.log(threshold) / math.log(a))
+
+
+def su_right_loop(a, threshold):
+    D, factor = 0, 1.0
+    while factor >= threshold:
+        factor *= a
+        D += 1
+    return D
+
+
+def su_right_ceil(a, threshold):
+    return math.ceil(math.log(threshold) / math.log(a))
+
+
+def su_right_int(a, threshold):
+    return int(math.log(threshold) / math.log(a)) + 1
+
+
+def tr_multiplied(l1, l2, tau):
+    return math.exp(l1 * tau - l2 * tau)
+
+
+def tr_odds_over_tau(l1, l2, tau):
+    return math.exp(l1) / math.exp(l2) / tau
+
+
+def tr_no_tau(l1, l2, tau):
+    return math.exp(l1 - l2)
+
+
+def tr_probability(l1, l2, tau):
+    e1, e2 = math.exp(l1 / tau), math.exp(l2 / tau)
+    return e1 / (e1 + e2)
+
+
+def tr_logit_ratio(l1, l2, tau):
+    return (l1 / l2) ** (1 / tau)
+
+
+def tr_only_first(l1, l2, tau):  # divides ℓ_1 by τ, not ℓ_2
+    return math.exp(l1 / tau) / math.exp(l2)
+
+
+def tr_right_two_exps(l1, l2, tau):
+    return math.exp(l1 / tau) / math.exp(l2 / tau)
+
+
+def tr_right_softmax(l1, l2, tau):
+    p = torch.softmax(torch.tensor([l1, l2], dtype=torch.float64) / tau, dim=0)
+    return float(p[0] / p[1])
+
+
+def tr_right_numpy(l1, l2, tau):
+    return float(np.exp((l1 - l2) / tau))
+
+
+WRONG.update({
+    "rnn_lm_parameters": [
+        Student(rp_one_bias, _question_has(RNN_LM_PARAMETERS, "counted one bias vector per block")),
+        Student(rp_swapped, _question_has(RNN_LM_PARAMETERS, "swapped the blocks")),
+        Student(rp_one_block, _question_has(RNN_LM_PARAMETERS, "counted one block for a gated cell")),
+        Student(rp_no_output, _question_has(RNN_LM_PARAMETERS, "left out the output layer")),
+        Student(rp_no_embedding, _question_has(RNN_LM_PARAMETERS, "left out the embedding matrix")),
+        Student(rp_wh_like_wx, _question_has(RNN_LM_PARAMETERS, "gave W_h the shape of W_x")),
+        Student(rp_three_everywhere, _question_has(RNN_LM_PARAMETERS, "swapped the blocks")),
+    ],
+    "steps_until_below": [
+        Student(su_raw, _question_has(STEPS_UNTIL_BELOW, "returned ln(threshold) / ln(a) itself")),
+        Student(su_floor, _question_has(STEPS_UNTIL_BELOW, "rounded down")),
+        Student(su_inverted, _question_has(STEPS_UNTIL_BELOW, "divided the logarithms the wrong way")),
+        Student(su_linear, _question_has(STEPS_UNTIL_BELOW, "let the factor fall by the same amount")),
+        Student(su_mixed_bases, _question_has(STEPS_UNTIL_BELOW, "mixed the bases")),
+        Student(su_round, None),
+    ],
+    "temperature_ratio": [
+        Student(tr_multiplied, _question_has(TEMPERATURE_RATIO, "multiplied the logits by τ")),
+        Student(tr_odds_over_tau, _question_has(TEMPERATURE_RATIO, "divided the odds by τ")),
+        Student(tr_no_tau, _question_has(TEMPERATURE_RATIO, "left out τ")),
+        Student(tr_probability, _question_has(TEMPERATURE_RATIO, "returned P(w_1) among the two words")),
+        Student(tr_logit_ratio, _question_has(TEMPERATURE_RATIO, "took the ratio of the logits")),
+        Student(tr_only_first, None),
+    ],
+})
+
+RIGHT.update({
+    "rnn_lm_parameters": [rp_right_loop, rp_right_shapes, rp_right_if],
+    "steps_until_below": [su_right_loop, su_right_ceil, su_right_int],
+    "temperature_ratio": [tr_right_two_exps, tr_right_softmax, tr_right_numpy],
+})

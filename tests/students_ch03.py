@@ -726,3 +726,166 @@ RIGHT = {
     "beam_search": [beam_right_topk, beam_right_normalised_pruning, beam_right_heap],
     "corpus_bleu": [bleu_right_loops, bleu_right_product, bleu_right_numpy_float],
 }
+
+
+# ============================================================================= the thinking questions
+# (chapter 3's derive and count questions, lmbook.tasks.questions.ch03)
+
+from lmbook.tasks.questions.ch03 import BEAM_CANDIDATES, BLEU_OF_PREFIX, MASKED_MEAN_LOSS  # noqa: E402
+
+
+def mm_mean_of_means(lengths, losses):
+    return sum(losses) / len(losses)
+
+
+def mm_padded(lengths, losses):
+    T = max(lengths)
+    return sum(n * loss for n, loss in zip(lengths, losses, strict=False)) / (len(lengths) * T)
+
+
+def mm_sum(lengths, losses):
+    return sum(n * loss for n, loss in zip(lengths, losses, strict=False))
+
+
+def mm_per_sentence(lengths, losses):
+    return sum(n * loss for n, loss in zip(lengths, losses, strict=False)) / len(lengths)
+
+
+def mm_plus_eos(lengths, losses):
+    n = [length + 1 for length in lengths]
+    return sum(a * b for a, b in zip(n, losses, strict=False)) / sum(n)
+
+
+def mm_over_longest(lengths, losses):
+    return sum(n * loss for n, loss in zip(lengths, losses, strict=False)) / max(lengths)
+
+
+def mm_right_loop(lengths, losses):
+    total, count = 0.0, 0
+    for n, loss in zip(lengths, losses, strict=False):
+        for _ in range(n):
+            total += loss
+            count += 1
+    return total / count
+
+
+def mm_right_torch(lengths, losses):
+    n, loss = torch.tensor(lengths, dtype=torch.float64), torch.tensor(losses, dtype=torch.float64)
+    return float((n * loss).sum() / n.sum())
+
+
+def mm_right_weights(lengths, losses):
+    weights = [n / sum(lengths) for n in lengths]
+    return math.fsum(w * loss for w, loss in zip(weights, losses, strict=False))
+
+
+def bc_k_prefixes_at_start(V, k, T):
+    return k * V * T
+
+
+def bc_k_squared(V, k, T):
+    return V + (T - 1) * k * k
+
+
+def bc_greedy(V, k, T):
+    return T * V
+
+
+def bc_no_first_step(V, k, T):
+    return (T - 1) * k * V
+
+
+def bc_one_continuation(V, k, T):
+    return k * T
+
+
+def bc_first_plus_t(V, k, T):  # counts T steps after the first
+    return V + T * k * V
+
+
+def bc_right_loop(V, k, T):
+    total, prefixes = 0, 1
+    for _ in range(T):
+        total += prefixes * V
+        prefixes = min(k, prefixes * V)
+    return total
+
+
+def bc_right_factored(V, k, T):
+    return V * (1 + k * (T - 1))
+
+
+def bc_right_sum(V, k, T):
+    return sum(V if t == 0 else k * V for t in range(T))
+
+
+def bp_no_penalty(c, r):
+    return 100.0
+
+
+def bp_flipped(c, r):
+    return 100 * math.exp(1 - c / r)
+
+
+def bp_ratio(c, r):
+    return 100 * c / r
+
+
+def bp_unit_scale(c, r):
+    return math.exp(1 - r / c) if c < r else 1.0
+
+
+def bp_precision_too(c, r):  # "a shorter candidate also has lower precision"
+    return 100 * (c / r) * math.exp(1 - r / c)
+
+
+def bp_forgot_one(c, r):
+    return 100 * math.exp(-r / c)
+
+
+def bp_right_if(c, r):
+    return 100 * math.exp(1 - r / c) if c < r else 100.0
+
+
+def bp_right_min(c, r):
+    return 100 * min(1.0, math.exp(1 - r / c))
+
+
+def bp_right_geometric(c, r):
+    p = [1.0, 1.0, 1.0, 1.0]  # every clipped precision of a prefix
+    bp = 1.0 if c > r else math.exp(1 - r / c)
+    return 100 * bp * math.exp(sum(math.log(x) for x in p) / 4)
+
+
+WRONG.update({
+    "masked_mean_loss": [
+        Student(mm_mean_of_means, _has(MASKED_MEAN_LOSS, "averaged the sentences' mean losses")),
+        Student(mm_padded, _has(MASKED_MEAN_LOSS, "divided by every position of the padded batch")),
+        Student(mm_sum, _has(MASKED_MEAN_LOSS, "returned the sum over the tokens")),
+        Student(mm_per_sentence, _has(MASKED_MEAN_LOSS, "divided by the number of sentences")),
+        Student(mm_plus_eos, _has(MASKED_MEAN_LOSS, "added a token for <eos>")),
+        Student(mm_over_longest, None),
+    ],
+    "beam_candidates": [
+        Student(bc_k_prefixes_at_start, _has(BEAM_CANDIDATES, "started with k prefixes")),
+        Student(bc_k_squared, _has(BEAM_CANDIDATES, "scored only k continuations")),
+        Student(bc_greedy, _has(BEAM_CANDIDATES, "counted greedy decoding's candidates")),
+        Student(bc_no_first_step, _has(BEAM_CANDIDATES, "left out the first step")),
+        Student(bc_one_continuation, _has(BEAM_CANDIDATES, "gave each prefix one continuation")),
+        Student(bc_first_plus_t, None),
+    ],
+    "bleu_of_prefix": [
+        Student(bp_no_penalty, _has(BLEU_OF_PREFIX, "left out the brevity penalty")),
+        Student(bp_flipped, _has(BLEU_OF_PREFIX, "wrote the penalty as exp(1 - c/r)")),
+        Student(bp_ratio, _has(BLEU_OF_PREFIX, "took the length ratio")),
+        Student(bp_unit_scale, _has(BLEU_OF_PREFIX, "gave BLEU between 0 and 1")),
+        Student(bp_precision_too, _has(BLEU_OF_PREFIX, "lowered the precisions too")),
+        Student(bp_forgot_one, None),
+    ],
+})
+
+RIGHT.update({
+    "masked_mean_loss": [mm_right_loop, mm_right_torch, mm_right_weights],
+    "beam_candidates": [bc_right_loop, bc_right_factored, bc_right_sum],
+    "bleu_of_prefix": [bp_right_if, bp_right_min, bp_right_geometric],
+})

@@ -525,3 +525,186 @@ RIGHT = {
     "attend": [att_right_logsumexp, att_right_loop, att_right_masked_max],
     "bahdanau_step": [step_right_onehot, step_right_split_weights, step_right_loop],
 }
+
+
+# ============================================================================= the thinking questions
+# (chapter 4's derive and count questions, lmbook.tasks.questions.ch04)
+
+from lmbook.tasks.questions.ch04 import ADDITIVE_MULTIPLICATIONS, PEAK_WEIGHT, SCORE_PARAMETERS  # noqa: E402
+
+
+def pw_uniform(delta, S):
+    return 1 / S
+
+
+def pw_linear(delta, S):
+    return delta / (delta + (S - 1))
+
+
+def pw_s_others(delta, S):
+    return math.exp(delta) / (math.exp(delta) + S)
+
+
+def pw_two_keys(delta, S):
+    return 1 / (1 + math.exp(-delta))
+
+
+def pw_over_s(delta, S):
+    return math.exp(delta) / S
+
+
+def pw_sign_flipped(delta, S):
+    return 1 / (1 + (S - 1) * math.exp(delta))
+
+
+def pw_right_softmax(delta, S):
+    scores = torch.zeros(S, dtype=torch.float64)
+    scores[0] = delta
+    return float(torch.softmax(scores, dim=0)[0])
+
+
+def pw_right_rearranged(delta, S):
+    return 1 / (1 + (S - 1) * math.exp(-delta))
+
+
+def pw_right_loop(delta, S):
+    total = math.exp(delta)
+    for _ in range(S - 1):
+        total += math.exp(0.0)
+    return math.exp(delta) / total
+
+
+def sp_no_v(kind, d_s, d_h, d_a):
+    if kind == "additive":
+        return d_a * d_h + d_a * d_s
+    return d_s * d_h if kind == "multiplicative" else 0
+
+
+def sp_square_w(kind, d_s, d_h, d_a):
+    if kind == "multiplicative":
+        return d_s * d_s
+    return d_a * (d_h + d_s + 1) if kind == "additive" else 0
+
+
+def sp_w2_like_w1(kind, d_s, d_h, d_a):
+    if kind == "additive":
+        return 2 * d_a * d_h + d_a
+    return d_s * d_h if kind == "multiplicative" else 0
+
+
+def sp_biases(kind, d_s, d_h, d_a):
+    if kind == "additive":
+        return (d_h + 1) * d_a + (d_s + 1) * d_a + d_a
+    return d_s * d_h if kind == "multiplicative" else 0
+
+
+def sp_vector_entries(kind, d_s, d_h, d_a):
+    return {"dot": d_s, "scaled_dot": d_s, "multiplicative": d_s * d_h, "additive": d_a * (d_s + d_h + 1)}[kind]
+
+
+def sp_scale_counted(kind, d_s, d_h, d_a):
+    return {"dot": 0, "scaled_dot": 1, "multiplicative": d_s * d_h, "additive": d_a * (d_s + d_h + 1)}[kind]
+
+
+def sp_multiplicative_bias(kind, d_s, d_h, d_a):
+    return {"dot": 0, "scaled_dot": 0, "multiplicative": d_s * d_h + d_s, "additive": d_a * (d_s + d_h + 1)}[kind]
+
+
+def sp_right_if(kind, d_s, d_h, d_a):
+    if kind in ("dot", "scaled_dot"):
+        return 0
+    if kind == "multiplicative":
+        return d_s * d_h
+    return d_a * (d_h + d_s + 1)
+
+
+def sp_right_shapes(kind, d_s, d_h, d_a):
+    shapes = {"dot": [], "scaled_dot": [], "multiplicative": [(d_s, d_h)],
+              "additive": [(d_a, d_h), (d_a, d_s), (d_a,)]}[kind]
+    return sum(math.prod(s) for s in shapes)
+
+
+def sp_right_match(kind, d_s, d_h, d_a):
+    match kind:
+        case "multiplicative":
+            return d_s * d_h
+        case "additive":
+            return d_a * d_h + d_a * d_s + d_a
+        case _:
+            return 0
+
+
+def am_every_step(S, T, d_h, d_s, d_a):
+    return T * (S * d_a * d_h + d_a * d_s + S * d_a)
+
+
+def am_no_v(S, T, d_h, d_s, d_a):
+    return S * d_a * d_h + T * d_a * d_s
+
+
+def am_w2_per_pair(S, T, d_h, d_s, d_a):
+    return S * d_a * d_h + T * S * (d_a * d_s + d_a)
+
+
+def am_dot(S, T, d_h, d_s, d_a):
+    return T * S * d_h
+
+
+def am_no_w1(S, T, d_h, d_s, d_a):
+    return T * (d_a * d_s + S * d_a)
+
+
+def am_v_per_step(S, T, d_h, d_s, d_a):  # v once per step instead of once per pair
+    return S * d_a * d_h + T * d_a * d_s + T * d_a
+
+
+def am_right_loop(S, T, d_h, d_s, d_a):
+    total = S * d_h * d_a  # W_1 h_j, once per sentence
+    for _ in range(T):
+        total += d_s * d_a  # W_2 s_{t-1}
+        total += S * d_a  # v^T tanh(...), one per source word
+    return total
+
+
+def am_right_factored(S, T, d_h, d_s, d_a):
+    return d_a * (S * d_h + T * d_s + T * S)
+
+
+def am_right_terms(S, T, d_h, d_s, d_a):
+    terms = {"W1": S * d_a * d_h, "W2": T * d_a * d_s, "v": T * S * d_a}
+    return sum(terms.values())
+
+
+WRONG.update({
+    "peak_weight": [
+        Student(pw_uniform, _has(PEAK_WEIGHT, "made the weights uniform")),
+        Student(pw_linear, _has(PEAK_WEIGHT, "weighed the keys by their scores")),
+        Student(pw_s_others, _has(PEAK_WEIGHT, "counted S other keys")),
+        Student(pw_two_keys, _has(PEAK_WEIGHT, "left out all but one of the other keys")),
+        Student(pw_over_s, None),
+        Student(pw_sign_flipped, None),
+    ],
+    "score_parameters": [
+        Student(sp_no_v, _has(SCORE_PARAMETERS, "left out v")),
+        Student(sp_square_w, _has(SCORE_PARAMETERS, "made W square")),
+        Student(sp_w2_like_w1, _has(SCORE_PARAMETERS, "gave W_2 the shape of W_1")),
+        Student(sp_biases, _has(SCORE_PARAMETERS, "counted biases for W_1 and W_2")),
+        Student(sp_vector_entries, _has(SCORE_PARAMETERS, "counted the vectors' entries")),
+        Student(sp_scale_counted, _has(SCORE_PARAMETERS, "counted the scale")),
+        Student(sp_multiplicative_bias, None),
+    ],
+    "additive_multiplications": [
+        Student(am_every_step, _has(ADDITIVE_MULTIPLICATIONS, "computed W_1 h_j again at every step")),
+        Student(am_no_v, _has(ADDITIVE_MULTIPLICATIONS, "left out v^T tanh")),
+        Student(am_w2_per_pair, _has(ADDITIVE_MULTIPLICATIONS, "computed W_2 s_{t-1} for every source word")),
+        Student(am_dot, _has(ADDITIVE_MULTIPLICATIONS, "counted a dot-product score")),
+        Student(am_no_w1, _has(ADDITIVE_MULTIPLICATIONS, "left out W_1 h_j")),
+        Student(am_v_per_step, None),
+    ],
+})
+
+RIGHT.update({
+    "peak_weight": [pw_right_softmax, pw_right_rearranged, pw_right_loop],
+    "score_parameters": [sp_right_if, sp_right_shapes, sp_right_match],
+    "additive_multiplications": [am_right_loop, am_right_factored, am_right_terms],
+})

@@ -10,6 +10,7 @@ import zipfile
 from html.parser import HTMLParser
 from pathlib import Path
 
+import nbformat
 import pytest
 from grading_outputs import digest as _digest
 from grading_outputs import rows as _rows
@@ -18,19 +19,28 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "autograder"))
 from make_samples import make_samples  # noqa: E402
 
+from lmbook.tasks.questions.ch01 import QUESTIONS  # noqa: E402
+
 pytestmark = pytest.mark.slow
 
-# total out of 16, and per task (log_softmax, cross_entropy, ffnn_forward, sgns_loss, train_lm)
+# The thinking questions' points: every sample with answers has them right (they use no other answer).
+_SOLUTION = nbformat.read(ROOT / "solutions" / "ch01" / "ch01_feedforward_lm.ipynb", as_version=4)
+_POINTS = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in _SOLUTION.cells
+           if c.metadata.get("nbgrader", {}).get("grade")}
+Q = sum(p for gid, p in _POINTS.items() if gid.split("_", 1)[1] in {c.task for c in QUESTIONS})
+MAX_TOTAL = sum(_POINTS.values())  # 16 for the code tasks, and the questions'
+
+# total, and per task (log_softmax, cross_entropy, ffnn_forward, sgns_loss, train_lm)
 EXPECTED = {
-    "correct": (16, [3, 3, 3, 3, 4]),
+    "correct": (16 + Q, [3, 3, 3, 3, 4]),
     "blank": (0, [0, 0, 0, 0, 0]),
     # global max: passes the visible tests, fails the hidden huge-logit case; CE averages over padding;
     # FFNN without b; SGNS right; train_lm left blank
-    "partly_wrong": (4, [1, 0, 0, 3, 0]),
+    "partly_wrong": (4 + Q, [1, 0, 0, 3, 0]),
     # log_softmax never gets defined, and this student's cross_entropy calls it
-    "syntax_error": (10, [0, 0, 3, 3, 4]),
+    "syntax_error": (10 + Q, [0, 0, 3, 3, 4]),
     # imports lmbook's log_softmax: no credit for task 1 only (task 2 may build on any log-softmax)
-    "imports_answer": (13, [0, 3, 3, 3, 4]),
+    "imports_answer": (13 + Q, [0, 3, 3, 3, 4]),
     "not_a_notebook": (0, [0, 0, 0, 0, 0]),
 }
 
@@ -60,7 +70,7 @@ def test_each_sample_gets_exactly_its_grade(graded, student):
     total, per_task = EXPECTED[student]
     got = [float(row[t]) for t in ("log_softmax", "cross_entropy", "ffnn_forward", "sgns_loss", "train_lm")]
     assert (float(row["total"]), got) == (total, per_task), f"{student}: {row}"
-    assert float(row["max"]) == 16
+    assert float(row["max"]) == MAX_TOTAL
 
 
 def test_submissions_are_not_modified(graded):
@@ -290,12 +300,13 @@ def test_several_assignments_give_one_sheet_with_a_column_per_assignment(tmp_pat
     with (out / "grades.csv").open() as f:
         reader = csv.DictReader(f)
         rows = {row["student"]: row for row in reader}
-    assert reader.fieldnames == ["student", "ch05", "ch06", "total", "max", "status", "flagged"]
+    assert reader.fieldnames == ["student", "ch05", "ch06", "total", "max", "pending", "status", "flagged"]
     max05, max06 = float(_rows(out / "ch05")["correct"]["max"]), float(_rows(out / "ch06")["blank"]["max"])
     assert [float(rows["correct"][k]) for k in ("ch05", "ch06", "total")] == [max05, 0, max05]
     assert [float(rows["blank"][k]) for k in ("ch05", "ch06", "total")] == [0, 0, 0]
     assert float(rows["correct"]["max"]) == max05 + max06 and max05 > 0 and max06 > 0
     assert rows["correct"]["status"] == "ch06: no submission" and rows["blank"]["status"] == "graded"
+    assert rows["correct"]["pending"] == rows["blank"]["pending"] == "0"  # nothing to grade by hand in these two
     for assignment in ("ch05", "ch06"):
         assert (out / assignment / "class.html").exists(), f"no class page for {assignment}"
 

@@ -81,7 +81,7 @@ def _lib_step(y_prev, s_prev, H, mask, E, W1, W2, v, W_ih, W_hh, b_ih, b_hh, W_o
     dec = lmbook.seq2seq.AttentionDecoder(E.shape[0], E.shape[1], H.shape[2], score="additive", d_att=v.shape[0])
     load_weights(dec, {"E.weight": E, "score_fn.W1.weight": W1, "score_fn.W2.weight": W2,
                        "score_fn.v.weight": v[None], "cell.weight_ih": W_ih, "cell.weight_hh": W_hh,
-                       "cell.bias_ih": b_ih, "cell.bias_hh": b_hh, "W_o.weight": W_o, "W_o.bias": b_o})
+                       "cell.bias_ih": b_ih, "cell.bias_hh": b_hh, "W_y.weight": W_o, "W_y.bias": b_o})
     return dec.step(y_prev, s_prev, H, mask)
 
 

@@ -21,7 +21,7 @@ from lmbook.tasks import ASSIGNMENTS as RELEASED
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "autograder"))
-from make_samples import fill, make_samples, solution_answers  # noqa: E402
+from make_samples import code_answers, fill, make_samples, solution_answers  # noqa: E402
 
 ASSIGNMENTS = [a for a in RELEASED if a != "ch01"]
 pytestmark = pytest.mark.slow
@@ -266,34 +266,41 @@ def graded(request, tmp_path_factory):
         rows = {row["student"]: row for row in csv.DictReader(f)}
     cells = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in source.cells
              if c.metadata.get("nbgrader", {}).get("grade")}
-    last = list(solved)[-1]  # make_samples leaves the last answer unwritten, or breaks it
+    # free-text answers graded by hand (markdown answer cells with points): pending, never graded by the machine
+    by_hand = {c.metadata["nbgrader"]["grade_id"] for c in source.cells
+               if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "markdown"}
+    last = code_answers(assignment)[-1]  # make_samples leaves the last code answer unwritten, or breaks it
     defined = {node.name for node in ast.walk(ast.parse(solved[last])) if isinstance(node, ast.FunctionDef)}
     unanswered = {c.metadata["nbgrader"]["grade_id"] for c in source.cells if is_test_cell(c)
                   and any(call.fn in defined for call in parse_test_cell(c.source))}
     return {"rows": rows, "cells": cells, "zero": zero_cells, "out": tmp / "out", "assignment": assignment,
-            "unanswered": unanswered}
+            "unanswered": unanswered, "by_hand": by_hand}
 
 
 def test_the_solutions_earn_full_marks(graded):
+    # Full marks: every autograded point; the model answers to free-text questions await grading by hand (no
+    # machine grades them, and they are not graded as 0 either).
     row = graded["rows"]["correct"]
-    assert float(row["total"]) == float(row["max"]) == sum(graded["cells"].values()), row
+    by_hand = sum(p for gid, p in graded["cells"].items() if gid in graded["by_hand"])
+    assert float(row["max"]) == sum(graded["cells"].values()), row
+    assert (float(row["total"]), float(row["pending"])) == (float(row["max"]) - by_hand, by_hand), row
 
 
 def test_the_unmodified_exercise_scores_zero(graded):
     row = graded["rows"]["blank"]
-    assert float(row["total"]) == 0, row
+    assert (float(row["total"]), float(row["pending"])) == (0, 0), row  # an answer left as released is 0
     assert row["status"] == "graded", row
 
 
 def test_an_unanswered_task_loses_exactly_the_points_of_its_tests(graded):
     assert graded["unanswered"], "the last answer cell's functions are checked by no test cell"
-    expected = sum(p for gid, p in graded["cells"].items() if gid not in graded["unanswered"])
+    expected = sum(p for gid, p in graded["cells"].items() if gid not in graded["unanswered"] | graded["by_hand"])
     row = graded["rows"]["last_unanswered"]
     assert float(row["total"]) == expected, row
 
 
 def test_a_syntax_error_costs_only_the_tasks_of_its_cell(graded):
-    expected = sum(p for gid, p in graded["cells"].items() if gid not in graded["unanswered"])
+    expected = sum(p for gid, p in graded["cells"].items() if gid not in graded["unanswered"] | graded["by_hand"])
     row = graded["rows"]["syntax_error"]
     assert (float(row["total"]), row["status"]) == (expected, "graded"), row
 
@@ -321,7 +328,7 @@ NAMED = {
 
 def test_known_mistakes_lose_exactly_their_tasks_points(graded):
     assert graded["zero"], f"write a submission with known mistakes for {graded['assignment']} in WRONG"
-    expected = sum(p for gid, p in graded["cells"].items() if gid not in graded["zero"])
+    expected = sum(p for gid, p in graded["cells"].items() if gid not in graded["zero"] | graded["by_hand"])
     row = graded["rows"]["wrong"]
     assert float(row["total"]) == expected, row
     feedback = (graded["out"] / "feedback" / "wrong.html").read_text()

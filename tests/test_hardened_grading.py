@@ -24,6 +24,7 @@ from grading_outputs import section as _section
 from hostile_corpus import (
     BROKEN,
     CORPUS,
+    MAX_TOTAL,
     OLD_FORMAT,
     RENAMED,
     VARIANTS,
@@ -83,7 +84,7 @@ def test_each_hostile_or_broken_submission_gets_exactly_its_grade(batch, student
     row = batch["rows"][student]
     got = [float(row[t]) for t in TASKS]
     assert got == points, f"{student}: got {got}, expected {points} ({row['status']})"
-    assert float(row["total"]) == sum(points) and float(row["max"]) == 16
+    assert float(row["total"]) == sum(points) and float(row["max"]) == MAX_TOTAL
     assert (row["flagged"] == "yes") == flagged, f"{student}: flagged={row['flagged']!r}, expected {flagged}"
     if phrase:
         assert phrase in _section(batch["report"], student) + row["status"], \
@@ -153,7 +154,7 @@ def test_known_wrong_implementations_lose_points_and_are_named(batch, name):
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_correct_but_different_implementations_get_full_marks(batch, name):
     row = batch["rows"][name]
-    assert float(row["total"]) == 16, f"{name}: {row}\n{_section(batch['report'], name)[:3000]}"
+    assert float(row["total"]) == sum(MAX), f"{name}: {row}\n{_section(batch['report'], name)[:3000]}"
     assert row["flagged"] == "" and row["status"] == "graded"
 
 

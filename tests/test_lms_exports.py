@@ -12,6 +12,7 @@ import csv
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import stat
@@ -26,6 +27,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from abort_corpus import FOLDER_CASES, ZIP_CASES, write_folder, write_zip
+from abort_corpus import NB as NB5
 from grading_outputs import digest as _digest
 from grading_outputs import rows as _rows
 from grading_outputs import section as _section
@@ -33,8 +36,8 @@ from hostile_corpus import FULL, GOOD, WRONG, ZERO
 from make_samples import NOTEBOOK, fill
 
 from lmbook.grading.archive import DEFAULT_ZIP_LIMITS, ZipLimits, extract_zip
-from lmbook.grading.reports import Student
-from lmbook.grading.submissions import class_folder, find_submissions, read_submission, safe_id
+from lmbook.grading.student import Student
+from lmbook.grading.submissions import class_folder, find_class, find_submissions, read_submission, safe_id
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ["log_softmax", "cross_entropy", "ffnn_forward", "sgns_loss", "train_lm"]
@@ -102,15 +105,24 @@ def test_student_ids_are_always_usable_folder_names():
         assert not sid.startswith(".") and len(sid.encode()) <= 120, (name, sid)
 
 
+def test_in_an_id_clash_the_folder_named_exactly_as_the_id_keeps_it(tmp_path):
+    # "jane doe" sorts first, but grades uploaded by id must reach the student whose folder *is* jane_doe
+    for name, answers in (("jane doe", GOOD), ("jane_doe", WRONG)):
+        _write_nb(tmp_path / name / NOTEBOOK, fill(answers))
+    found = _students(tmp_path)
+    assert {sid: st.source for sid, st in found.items()} == {"jane_doe": "jane_doe", "jane_doe~2": "jane doe"}
+
+
 def test_submissions_whose_ids_collide_are_both_kept_under_distinct_ids(tmp_path):
     for name in ("ann lee", "ann_lee", "Ann_Lee"):
         _write_nb(tmp_path / name / NOTEBOOK, fill(GOOD))
     found = _students(tmp_path)
-    assert set(found) == {"Ann_Lee", "ann_lee~2", "ann_lee~3"}, f"ids: {sorted(found)}"
-    assert {st.source for st in found.values()} == {"ann lee", "ann_lee", "Ann_Lee"}
+    # the two folders named exactly as ids come first (they differ only in case: one of them must change)
+    assert {sid: st.source for sid, st in found.items()} == {"Ann_Lee": "Ann_Lee", "ann_lee~2": "ann_lee",
+                                                             "ann_lee~3": "ann lee"}, f"ids: {sorted(found)}"
     for st in found.values():
         assert st.notebook is not None and st.status == "graded", (st.sid, st.status)
-    for sid, other in (("ann_lee~2", "ann lee"), ("ann_lee~3", "ann_lee")):
+    for sid, other in (("ann_lee~2", "ann_lee"), ("ann_lee~3", "ann lee")):
         for who in (sid, "Ann_Lee"):  # both sides of each clash are told, naming both folders and both ids
             clash = [n for n in found[who].notes if n.startswith("student id clash") and repr(other) in n]
             assert clash, f"{who}: no clash note naming {other!r}: {found[who].notes}"
@@ -585,8 +597,8 @@ def _old_jupyter_with_extras() -> str:
 BATCH = {
     "Zoë Müller": ("Zoë_Müller", FULL, "graded", "Submitted as `Zoë Müller`"),
     "José_1234_ch01.ipynb": ("José", ZERO, "graded", "Submitted as `José_1234_ch01.ipynb`"),
-    "ann lee": ("ann_lee", FULL, "graded", "student id clash: the submissions 'ann lee' and 'ann_lee'"),
-    "ann_lee": ("ann_lee~2", ZERO, "graded", "student id clash: the submissions 'ann lee' and 'ann_lee'"),
+    "ann lee": ("ann_lee~2", FULL, "graded", "student id clash: the submissions 'ann_lee' and 'ann lee'"),
+    "ann_lee": ("ann_lee", ZERO, "graded", "student id clash: the submissions 'ann_lee' and 'ann lee'"),
     "mac_user": ("mac_user", FULL, "graded", ""),
     "old_jupyter": ("old_jupyter", FULL, "graded", "repaired the notebook file"),
     "symlinked": ("symlinked", ZERO, f"not graded: the notebook {NOTEBOOK} is a symbolic link", ""),
@@ -711,3 +723,79 @@ def test_lmbook_grade_stopped_by_sigterm_removes_its_temporary_folders(tmp_path)
     if db.exists():
         with sqlite3.connect(db) as con:
             assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+# ----------------------------------------------------------------------------- what once stopped the class
+
+
+def _read_all(found: list[Student]) -> dict[str, Student]:
+    for st in found:
+        if st.notebook is not None:
+            read_submission(st)  # what fails here fails for this student only (status), never raises
+    return {st.sid: st for st in found}
+
+
+def _said(st: Student) -> str:
+    return "\n".join([st.status, *st.notes])
+
+
+def test_folder_names_in_latin1_and_deeply_nested_notebooks_stay_with_their_students(tmp_path):
+    write_folder(tmp_path / "subs")
+    with _untouched(tmp_path / "subs"):
+        found = _read_all(find_class(tmp_path / "subs", NB5).students)
+    assert set(found) == {sid for sid, _, _ in FOLDER_CASES.values()}, sorted(found)
+    for sid, points, phrase in FOLDER_CASES.values():
+        st = found[sid]
+        assert phrase in _said(st), f"{sid}: {phrase!r} not said:\n{_said(st)}"
+        assert (st.status == "graded") == (points != [0.0, 0.0]), (sid, st.status)
+    for st in found.values():  # every word about a student can be written to a UTF-8 report
+        _said(st).encode("utf-8")
+        st.source.encode("utf-8")
+    assert "résumé.txt" in _notes(found["Renée"]) and "mon devoir été.ipynb" in _notes(found["Renée"])
+
+
+def test_zip_names_flagged_utf8_too_long_nested_too_deep_or_twice_stay_with_their_students(tmp_path):
+    archive = tmp_path / "class.zip"
+    write_zip(archive)
+    with pytest.raises(UnicodeDecodeError):  # what stopped the class: Python's zipfile refuses the whole archive
+        zipfile.ZipFile(archive)
+    with _untouched(archive):
+        root, problems = class_folder(archive, tmp_path / "unpacked")
+        found = _read_all(find_class(root, NB5, problems).students)
+    assert set(found) == {sid for sid, _, _ in ZIP_CASES.values()}, sorted(found)
+    for sid, points, phrase in ZIP_CASES.values():
+        st = found[sid]
+        assert phrase in _said(st), f"{sid}: {phrase!r} not said:\n{_said(st)}"
+        assert (st.notebook is not None) == (points != [0.0, 0.0]), (sid, st.status)
+    twice = nbformat.read(found["twice"].notebook, as_version=4)
+    assert "return V, None" not in "".join(c.source for c in twice.cells), "the first copy was graded, not the last"
+
+
+@pytest.fixture(scope="module")
+def aborts(tmp_path_factory):
+    """Both downloads graded by lmbook-grade, one results cache."""
+    tmp = tmp_path_factory.mktemp("aborts")
+    write_folder(tmp / "folder")
+    write_zip(tmp / "class.zip")
+    found = {}
+    for name, subs in (("folder", tmp / "folder"), ("zip", tmp / "class.zip")):
+        out = tmp / f"out-{name}"
+        if found:
+            shutil.copytree(tmp / "out-folder" / "course" / "lmbook_cache", out / "course" / "lmbook_cache")
+        r = subprocess.run(_grade_cmd(subs, out, "--assignment", "ch05"), capture_output=True, text=True, env=_env(),
+                           cwd=ROOT)
+        found[name] = (r, out)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("download", ["folder", "zip"])
+def test_no_submission_stops_the_class_each_gets_its_grade_and_reason(aborts, download):
+    r, out = aborts[download]
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    got = _rows(out / "grades.csv")
+    report = (out / "report.md").read_text(encoding="utf-8")
+    for sid, points, phrase in (FOLDER_CASES if download == "folder" else ZIP_CASES).values():
+        row = got[sid]
+        assert [float(row["qkv_projections"]), float(row["masked_attention"])] == points, (sid, row)
+        assert phrase in _section(report, sid) + row["status"], f"{sid}: {phrase!r} not in its report or status"

@@ -107,7 +107,7 @@ def test_attention_step_is_the_bahdanau_equations(score):
     e = dec.score_fn(s_prev, enc.H)  # e_tj = score(s_{t-1}, h_j), straight from lmbook.attention
     c, alpha = attend(e, enc.H, enc.mask)
     s = dec.cell(torch.cat([dec.E(y_prev), c], -1), s_prev)
-    logits = torch.cat([c, s], -1) @ dec.W_o.weight.T + dec.W_o.bias
+    logits = torch.cat([c, s], -1) @ dec.W_y.weight.T + dec.W_y.bias
     got = dec.step(y_prev, s_prev, enc.H, enc.mask)
     for a, b in zip(got, (logits, s, alpha), strict=True):
         assert torch.allclose(a, b, atol=1e-6)

@@ -16,6 +16,7 @@
 - ``lmbook.translation``: the English → Tarn (SOV) translation task, generated offline
 - ``lmbook.attention``: dot, scaled, multiplicative and additive attention over a padded batch
 - ``lmbook.seq2seq``: encoder–decoder translators with and without attention; ``lmbook.seq2seq_train`` trains them
+- ``lmbook.diagram_seq``: the architecture diagrams of chapters 1-4, drawn with ``lmbook.diagram``
 - ``lmbook.self_attention``: scaled dot-product self-attention, causal and padding masks
 - ``lmbook.multihead``: multi-head attention (equal to ``torch.nn.MultiheadAttention`` given its weights)
 - ``lmbook.causal_lm``: a small causal self-attention language model and its training (chapter 5)

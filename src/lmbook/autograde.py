@@ -4,35 +4,33 @@
     lmbook-grade SUBMISSIONS --assignment ch01 --assignment ch02 [--out grading]
     lmbook-grade SUBMISSIONS --assignment all [--out grading]
 
-One assignment: SUBMISSIONS is a folder with one sub-folder per student
-(holding the notebook), or an LMS-style zip of such folders or of flat files
-named ``<student>_<anything>.ipynb``. The output folder gets ``grades.csv``
-(one row per student, one column per task), ``report.md`` (the class at a
-glance, then what failed for each student, in the checks' words),
-``class.html`` and ``class/*.png`` (the class at a glance, for a browser or
-slides), ``suspicious.md``, ``feedback/<student>.html`` (no hidden test code),
-and the nbgrader course (``course/``: its SQLite gradebook and autograded
-copies).
+One assignment: SUBMISSIONS is the LMS's download (Canvas's, Moodle's or Blackboard's zip, or the folder
+it unpacks to), or a folder with one sub-folder per student (holding the notebook), or a zip of such
+folders or of flat files named ``<student>_<anything>.ipynb``. The LMS is recognised by its file names
+(``--lms`` names it), and each student's LMS id, late marker and latest attempt are kept. The output folder
+gets ``grades.csv`` (one row per student, one column per task), the LMS's own import file
+(``grades-canvas.csv``, ``grades-moodle.csv`` or ``grades-blackboard.csv``), ``report.md`` (the class at a
+glance, then what failed for each student, in the checks' words), ``class.html`` and ``class/*.png`` (the
+class at a glance and a table of every student, for a browser or slides), ``suspicious.md``,
+``feedback/<student>.html`` (no hidden test code; maths typeset offline), and the nbgrader course
+(``course/``: its SQLite gradebook and autograded copies).
 
-Several assignments (``--assignment`` given more than once, or ``all``: every
-assignment folder of the source folder): SUBMISSIONS holds one such folder
-(or zip) per assignment, ``SUBMISSIONS/<assignment>/<student>/...`` or
-``SUBMISSIONS/<assignment>.zip``, as an LMS downloads them one assignment at a
-time. Each assignment's files go to ``OUT/<assignment>/``; ``OUT/grades.csv``
-has one row per student and one column per assignment (its total), and one
-nbgrader course, ``OUT/course/``, holds them all. With ``all``, an assignment
-with no submissions folder is skipped (and said so).
+Several assignments (``--assignment`` given more than once, or ``all``: every assignment folder of the source
+folder): SUBMISSIONS holds one such folder (or zip) per assignment, ``SUBMISSIONS/<assignment>/<student>/...``
+or ``SUBMISSIONS/<assignment>.zip``, as an LMS downloads them one assignment at a time. Each assignment's
+files go to ``OUT/<assignment>/``; ``OUT/grades.csv`` has one row per student and one column per assignment
+(its total), and one nbgrader course, ``OUT/course/``, holds them all. With ``all``, an assignment with no
+submissions folder is skipped (and said so).
 
-Submissions are only read, never modified. One broken submission affects only
-its student, and what was odd about it is said in that student's status or
-notes: a symbolic link (never followed), a damaged or refused zip entry, a
-notebook over the size limit (``--max-notebook-mb``), a notebook file repaired
-for nbgrader, two folders that make the same student id. Names in any script
-are kept; macOS and Windows litter (``__MACOSX``, ``._*``, ``.DS_Store``) is
-ignored. Stopping the grader (Ctrl-C, SIGTERM) removes its temporary folders;
-re-running it resumes where it stopped. Time limits (``--timeout``) apply to
-student code only, never to the grader's own steps; a grader step that fails is
-run again once.
+Submissions are only read, never modified. One broken submission affects only its student, and what was
+odd about it is said in that student's status or notes: a symbolic link (never followed), a damaged or
+refused zip entry, a notebook over the size limit (``--max-notebook-mb``), a notebook file repaired for
+nbgrader, a name in another byte encoding, two folders that make the same student id, a stub beside the
+real notebook. Names in any script are kept; macOS and Windows litter (``__MACOSX``, ``._*``, ``.DS_Store``)
+is ignored. Stopping the grader (Ctrl-C, SIGTERM) removes its temporary folders; re-running it resumes where
+it stopped. Time limits (``--timeout``) apply to student code only, never to the grader's own steps; a
+grader step that fails is run again once. Scores set by hand in nbgrader's formgrader count, and are shown
+as such; answers graded by hand (free-text questions) are pending until graded.
 """
 
 from __future__ import annotations
@@ -47,17 +45,19 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import nbformat
 
-from .grading import classreport, interrupt, reports
+from .grading import classreport, interrupt, late, lms, manual, mathjax, reports
 from .grading.archive import DEFAULT_ZIP_LIMITS, MB, GiB, ZipLimits
-from .grading.reports import Student
+from .grading.late import LatePolicy
+from .grading.student import Student
 from .grading.submissions import (
     MAX_NOTEBOOK_BYTES,
     class_folder,
-    find_submissions,
+    find_class,
     read_submission,
     resolve_assignments,
 )
@@ -93,33 +93,54 @@ def _nbgrader(args: list[str], course: Path, config_dir: Path, source: Path,
 
 
 def _task_of(grade_id: str) -> str:
-    return re.sub(r"^(test|hidden)_", "", grade_id)
+    return manual.task_of(grade_id)
 
 
-def _read_results(st: Student, course: Path, assignment: str, autograded: Path) -> None:
-    """Scores per task from nbgrader's gradebook; the checks' messages from the autograded notebook."""
+def _read_results(st: Student, course: Path, assignment: str, autograded: Path, state: dict) -> None:
+    """Scores per task from nbgrader's gradebook (hand-set and pending ones told apart); the checks' messages
+    from the autograded notebook."""
     from nbgrader.api import Gradebook  # imported late: it is slow, and only grading needs it
 
     nb = nbformat.read(autograded, as_version=4)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         # The gradebook's own list of graded cells, not the student's notebook: nothing a student
         # deletes or renames can drop a test from the total.
-        for cell in gb.find_notebook(autograded.stem, assignment).grade_cells:
-            g = gb.find_grade(cell.name, autograded.stem, assignment, st.sid)
-            score, maxp = st.tasks.get(_task_of(cell.name), (0.0, 0.0))
-            st.tasks[_task_of(cell.name)] = (score + float(g.score), maxp + float(g.max_score))
+        texts = {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
+                 if c.metadata.get("nbgrader", {}).get("grade")}
+        manual.read_grades(gb, st, assignment, autograded.stem, state, texts)
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
+        if not meta.get("grade") or cell.cell_type != "code":
+            continue
         task = _task_of(meta.get("grade_id", ""))
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-        for e in errors if meta.get("grade") else []:
-            for name in classreport.named_mistakes(str(e.get("evalue", ""))):
+        partial = [o for o in cell.get("outputs", []) if o.get("output_type") == "execute_result"]
+        texts = [str(e.get("evalue", "")) for e in errors]
+        if partial:  # --partial-credit: the failed checks' words are the cell's printed text
+            texts += ["".join(o.get("text", "")) for o in cell.get("outputs", []) if o.get("output_type") == "stream"]
+        for text in texts:
+            for name in classreport.named_mistakes(text):
                 if name not in st.mistakes.setdefault(task, []):
                     st.mistakes[task].append(name)
-        if meta.get("grade") and errors and task not in st.messages:
+        if task in st.messages:
+            continue
+        if errors:
             e = errors[0]
             text = "\n".join(e.get("traceback", [])) or f"{e.get('ename')}: {e.get('evalue')}"
             st.messages[task] = re.sub(r"\x1b\[[0-9;]*m", "", text).strip()[-1500:]
+        elif partial and texts:
+            st.messages[task] = texts[-1].strip()[-1500:]
+
+
+def _cell_kinds(course: Path, assignment: str, notebook_stem: str) -> dict[str, str]:
+    """Each task's kind of graded cell: ``code`` (autograded) or ``markdown`` (graded by hand)."""
+    release = course / "release" / assignment / f"{notebook_stem}.ipynb"
+    kinds: dict[str, str] = {}
+    for cell in nbformat.read(release, as_version=4).cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade"):
+            kinds[_task_of(meta["grade_id"])] = cell.cell_type
+    return kinds
 
 
 def _max_points(course: Path, assignment: str, notebook_stem: str) -> dict[str, float]:
@@ -162,18 +183,33 @@ def _phase1(job: tuple) -> dict:
     except Exception as e:  # noqa: BLE001 - one student's odd notebook never stops the class
         return {"sid": sid, "error": f"{type(e).__name__}: {e}"}
     return {"sid": sid, "notes": nb.metadata.get("lmbook", {}).get("hygiene", []), "tampering": graded.tampering,
-            "forbidden": graded.forbidden, "problem": graded.problem, "cached": cached}
+            "forbidden": graded.forbidden, "problem": graded.problem, "cached": cached, "key": _submission_key(nb)}
+
+
+def _submission_key(nb) -> str:
+    """What the student wrote: every cell's kind and text (markdown answers too, unlike the results cache's key,
+    which is about code). A resubmission has another key; a re-run of the same submission the same one."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for cell in nb.cells:
+        h.update(json.dumps([cell.cell_type, cell.source]).encode())
+    return h.hexdigest()[:32]
 
 
 def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, source: Path,
           timeout: float = 300, workers: int | None = None, use_sandbox: bool = True,
           progress: bool = True, course: Path | None = None, max_notebook_bytes: int = MAX_NOTEBOOK_BYTES,
-          zip_limits: ZipLimits = DEFAULT_ZIP_LIMITS) -> list[Student]:
+          zip_limits: ZipLimits = DEFAULT_ZIP_LIMITS, lms_name: str = "auto", late_policy: LatePolicy | None = None,
+          due: datetime | None = None, partial_credit: bool = False, lms_column: str | None = None) -> list[Student]:
     """Grade a class. Re-running it on the same output folder reuses every finished student's result.
 
     ``course``: the nbgrader course folder (default ``out/course``); several assignments share one.
     ``max_notebook_bytes``: the most code and text a notebook may hold once its outputs are removed.
-    ``zip_limits``: how much an LMS zip may unpack to.
+    ``zip_limits``: how much an LMS zip may unpack to. ``lms_name``: whose download it is (``auto``: by its
+    names; ``none``: plain student folders). ``late_policy``, ``due``: the penalty for late submissions, and
+    the deadline attempts are compared with. ``partial_credit``: hidden-test cells graded in proportion to
+    their cases passed. ``lms_column``: the grade column's title in the LMS's import file.
     """
     from .grading import sandbox
 
@@ -190,11 +226,13 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
     if len(notebooks) != 1:
         raise SystemExit(f"expected one source notebook in {source / assignment}, found {len(notebooks)}")
     nb_name, stem = notebooks[0].name, notebooks[0].stem
+    _write_course_config(course, config_dir, source)
     r = _nbgrader(["generate_assignment", assignment, "--force"], course, config_dir, source, use_sandbox)
     if r.returncode != 0:
         raise SystemExit(f"nbgrader generate_assignment {assignment} failed twice (nothing graded yet; results "
                          f"of earlier runs are kept in {course}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     tasks_max = _max_points(course, assignment, stem)
+    kinds = _cell_kinds(course, assignment, stem)
     phases = {"generate": time.perf_counter() - started}
     db_url = f"sqlite:///{course / 'gradebook.db'}"
 
@@ -202,23 +240,18 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
     # removed on leaving the block, also when the grader is stopped (interrupt.stop_cleanly), not after SIGKILL.
     with tempfile.TemporaryDirectory(prefix="lmbook-grade-unzip-") as tmp:
         root, zip_problems = class_folder(submissions, Path(tmp), zip_limits)
-        students = find_submissions(root, nb_name, zip_problems)
+        found = find_class(root, nb_name, zip_problems, lms_name, course / "release" / assignment / nb_name)
+        students = found.students
         if not students:
             raise SystemExit(f"{submissions}: no submissions found")
         # The course gets a copy of each readable notebook (without outputs), and nothing else the student sent.
         for st in students:
-            dest = course / "submitted" / st.sid / assignment
-            nb = read_submission(st, max_notebook_bytes) if st.notebook is not None else None
-            if nb is None:
-                shutil.rmtree(course / "submitted" / st.sid / assignment, ignore_errors=True)
+            try:
+                _copy_in(st, course / "submitted" / st.sid / assignment, nb_name, max_notebook_bytes)
+            except Exception as e:  # noqa: BLE001 - one student's notebook never stops the class
+                st.status = f"could not be read: {type(e).__name__}: {str(e)[:200]}"
                 st.notebook = None
-                continue
-            text = nbformat.writes(nb)
-            if not (dest / nb_name).exists() or (dest / nb_name).read_text() != text:
-                shutil.rmtree(dest, ignore_errors=True)
-                dest.mkdir(parents=True)
-                (dest / nb_name).write_text(text)
-            st.notebook = dest / nb_name
+                shutil.rmtree(course / "submitted" / st.sid / assignment, ignore_errors=True)
 
     # Phase 1, in parallel: sandboxed runs and verdicts, cached in the course folder.
     by_sid = {st.sid: st for st in students}
@@ -233,32 +266,49 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
             continue
         st.notes += res["notes"]
         st.suspicious, st.forbidden = res["tampering"], res["forbidden"]
-        st.cached = res["cached"]
+        st.cached, st.key = res["cached"], res.get("key", "")
         if res["problem"]:
             st.status = f"graded what ran: {res['problem']}"
 
     phases["run"] = time.perf_counter() - started - sum(phases.values())
     # Phases 2 and 3: nbgrader records the grades (from the cache) and writes feedback, for the whole class.
     graded = [st for st in students if st.notebook is not None]
+    state = manual.load_state(course)
+    mine = state.setdefault(assignment, {})
     if graded:
         # Results come from the cache; a miss runs student code, under the students' limit (and only there).
-        r = _nbgrader(["autograde", assignment, "--create", "--force", f"--SandboxedExecute.timeout={timeout}"],
+        r = _nbgrader(["autograde", assignment, "--create", "--force", f"--SandboxedExecute.timeout={timeout}",
+                       f"--SandboxedExecute.partial_credit={partial_credit}"],
                       course, config_dir, source, use_sandbox)
         phases["record"] = time.perf_counter() - started - sum(phases.values())
         r2 = _nbgrader(["generate_feedback", assignment, "--force"], course, config_dir, source, use_sandbox)
         phases["feedback"] = time.perf_counter() - started - sum(phases.values())
+        offline_maths = mathjax.install(out / "feedback")
         for st in graded:
             autograded = course / "autograded" / st.sid / assignment / nb_name
             if not autograded.exists():
                 st.status = "nbgrader could not grade it: " + _nbgrader_error(r.stdout + r.stderr, st.sid)
                 continue
-            _read_results(st, course, assignment, autograded)
+            try:
+                _read_results(st, course, assignment, autograded, mine)
+            except Exception as e:  # noqa: BLE001 - one student's gradebook rows never stop the class
+                st.status = f"could not read its grades: {type(e).__name__}: {str(e)[:200]}"
+                continue
             html = course / "feedback" / st.sid / assignment / f"{stem}.html"
-            if html.exists():
-                (out / "feedback").mkdir(exist_ok=True)
-                shutil.copyfile(html, out / "feedback" / f"{st.sid}.html")
-            elif r2.returncode != 0:
-                st.notes.append("no feedback file: " + _nbgrader_error(r2.stdout + r2.stderr, st.sid))
+            try:
+                if html.exists():
+                    page = mathjax.offline(html.read_text(encoding="utf-8"))
+                    (out / "feedback").mkdir(exist_ok=True)
+                    (out / "feedback" / f"{st.sid}.html").write_text(page, encoding="utf-8")
+                    html.write_text(page, encoding="utf-8")  # nbgrader's copy too (release_feedback sends it)
+                elif r2.returncode != 0:
+                    st.notes.append("no feedback file: " + _nbgrader_error(r2.stdout + r2.stderr, st.sid))
+            except OSError as e:
+                st.notes.append(f"no feedback file: {e}")
+        if not offline_maths:
+            print("note: no MathJax in this checkout (run make install): the feedback pages load it from the "
+                  "internet", file=sys.stderr)
+    manual.save_state(course, state)
     _register_ungraded(students, db_url)
     for st in students:
         for task, maxp in tasks_max.items():
@@ -266,13 +316,65 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
         for task in st.forbidden:
             if task in st.tasks:
                 st.messages.setdefault(task, f"{task}: no credit: the answer {st.forbidden[task]}")
-    summary = classreport.summarize(assignment, students, tasks_max)
+    late.apply(students, late_policy, due, sum(tasks_max.values()))
+    summary = classreport.summarize(assignment, students, tasks_max, late_policy=late_policy,
+                                    lms=found.lms, download_notes=found.notes, manual_tasks=[
+                                        t for t, k in kinds.items() if k == "markdown"])
+    left_out = _write_lms_file(found.lms, students, assignment, sum(tasks_max.values()), lms_column, out)
+    summary.left_out = left_out
     reports.write_grades(students, tasks_max, out / "grades.csv")
     reports.write_report(students, tasks_max, summary, out / "report.md")
     reports.write_suspicious(students, out / "suspicious.md")
     classreport.write_class_page(summary, out)
-    reports.write_summary(students, out, time.perf_counter() - started, phases)
+    reports.write_summary(students, out, time.perf_counter() - started, phases, lms=found.lms, left_out=left_out,
+                          download_notes=found.notes, course=course)
     return students
+
+
+def _write_course_config(course: Path, config_dir: Path, source: Path) -> None:
+    """``course/nbgrader_config.py``: the course's own configuration, so that nbgrader's formgrader, started in
+    the course folder (``make formgrader``), shows this course for grading by hand."""
+    text = (f"# Written by lmbook-grade. Grade by hand in formgrader: make formgrader OUT={course.parent} (or start\n"
+            f"# jupyter lab in this folder), then run lmbook-grade again.\n"
+            f"c = get_config()  # noqa: F821\n"
+            f"load_subconfig({str(config_dir / 'nbgrader_config.py')!r})  # noqa: F821\n"
+            f"c.CourseDirectory.root = {str(course)!r}\n"
+            f"c.CourseDirectory.source_directory = {str(source)!r}\n"
+            f"c.CourseDirectory.release_directory = 'release'\n")
+    path = course / "nbgrader_config.py"
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def _copy_in(st: Student, dest: Path, nb_name: str, max_notebook_bytes: int) -> None:
+    """The readable notebook, outputs removed, into the course (``st.notebook`` then points there)."""
+    nb = read_submission(st, max_notebook_bytes) if st.notebook is not None else None
+    if nb is None:
+        shutil.rmtree(dest, ignore_errors=True)
+        st.notebook = None
+        return
+    text = nbformat.writes(nb)
+    if not (dest / nb_name).exists() or (dest / nb_name).read_text(encoding="utf-8") != text:
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        (dest / nb_name).write_text(text, encoding="utf-8")
+    st.notebook = dest / nb_name
+
+
+def _write_lms_file(lms_name: str | None, students: list[Student], assignment: str, max_points: float,
+                    column: str | None, out: Path) -> list[str]:
+    """The LMS's import file, ``grades-<lms>.csv``; the students left out of it, and why."""
+    for old in out.glob("grades-*.csv"):
+        old.unlink()  # a file from a run under another --lms would be uploaded by mistake
+    if lms_name is None:
+        return []
+    path = out / f"grades-{lms_name}.csv"
+    column = column or lms.default_column(lms_name, assignment, max_points)
+    if lms_name == "canvas":
+        return lms.write_canvas(students, column, max_points, path)
+    if lms_name == "moodle":
+        return lms.write_moodle(students, max_points, path)
+    return lms.write_blackboard(students, column, path)
 
 
 def _run_phase1(jobs: list[tuple], workers: int | None, progress: bool,
@@ -317,14 +419,17 @@ def _nbgrader_error(log: str, sid: str) -> str:
 
 
 def _register_ungraded(students: list[Student], db_url: str) -> None:
-    """Students with nothing gradable still get a gradebook row, so `nbgrader export` lists them (with 0)."""
+    """Every student in the gradebook with what the LMS says of them (their LMS id, which `nbgrader export`
+    writes, and their name, which formgrader shows); those with nothing gradable too, so that `nbgrader export`
+    lists them (with 0)."""
     from nbgrader.api import Gradebook
 
-    missing = [st for st in students if st.notebook is None or st.status.startswith(("could not", "nbgrader"))]
-    if missing:
-        with Gradebook(db_url) as gb:
-            for st in missing:
-                gb.update_or_create_student(st.sid)
+    with Gradebook(db_url) as gb:
+        for st in students:
+            first, _, last = st.name.rpartition(" ") if " " in st.name else ("", "", st.name)
+            known = {k: v for k, v in (("lms_user_id", st.lms_id), ("first_name", first), ("last_name", last)) if v}
+            if known or st.notebook is None or st.status.startswith(("could not", "nbgrader")):
+                gb.update_or_create_student(st.sid, **known)
 
 
 def grade_several(submissions: Path, out: Path, assignments: list[str], config_dir: Path, source: Path,
@@ -360,6 +465,11 @@ def _say(out: Path, students: list[Student], label: str = "") -> None:
     print(f"\n{label}{s['submissions']} submissions in {s['seconds']:.0f} s: {s['graded']} graded, "
           f"{s['graded_partly']} graded up to where they stopped, {s['failed_to_run']} could not be run, "
           f"{s['flagged']} flagged for review ({s['reused']} results reused from an earlier run).")
+    for note in s.get("download", []):
+        print(f"  {note}")
+    if s.get("pending"):
+        print(f"  {s['pending']} submissions have answers to grade by hand: grade them in formgrader (make formgrader "
+              f"OUT={Path(s['course']).parent}), then run the same command again.")
     for st in students:
         if st.status != "graded":
             print(f"  {st.sid}: {st.status}")
@@ -368,6 +478,13 @@ def _say(out: Path, students: list[Student], label: str = "") -> None:
         for note in st.notes:
             if note.startswith("student id clash"):
                 print(f"  {st.sid}: {note}")
+        for warning in st.warnings:
+            print(f"  {st.sid}: WARNING: {warning}")
+    if s.get("lms"):
+        lms_file = out / f"grades-{s['lms']}.csv"
+        print(f"  {lms.LABELS[s['lms']]}'s import file: {lms_file} ({s['lms_rows']} students)")
+        for why in s.get("left_out", []):
+            print(f"    left out: {why}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -385,6 +502,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--source", type=Path, default=None, help="nbgrader source folder, default COURSE/../solutions")
     p.add_argument("--timeout", type=float, default=300,
                    help="seconds a student's cell may run (default 300); the grader's own steps have no limit")
+    p.add_argument("--lms", choices=["auto", *lms.LMS_NAMES, "none"], default="auto",
+                   help="whose download SUBMISSIONS is (default: recognised by its file names, and said);\n"
+                        "none: a folder of student folders, named by student")
+    p.add_argument("--lms-column", metavar="TITLE",
+                   help="the grade column's title in the LMS's import file, as the LMS's own gradebook export\n"
+                        "writes it (Canvas: 'Exercise 6 (4412)'; Blackboard: 'Exercise 6 [Total Pts: 16\n"
+                        "Score] |1234'); default: the assignment's name (a new column)")
+    p.add_argument("--late-penalty", metavar="SPEC", type=LatePolicy.parse,
+                   help="points off a late submission: 10%% or 2 (once), 10%%/day or 2/day (per day\n"
+                        "started); off by default. Late: Canvas's _LATE_ marker, or an attempt after --due")
+    p.add_argument("--due", metavar="WHEN", type=datetime.fromisoformat,
+                   help="the deadline, in the LMS's local time ('2026-03-01 23:59'): Blackboard's attempt\n"
+                        "times are compared with it")
+    p.add_argument("--partial-credit", action="store_true",
+                   help="a failed hidden-test cell earns its points in proportion to the cases its answer\n"
+                        "passed (default: all or nothing)")
     p.add_argument("--workers", type=int, default=None, help="parallel gradings (default: one per core)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run student code without bubblewrap: only for notebooks you trust")
@@ -413,14 +546,20 @@ def _run(p: argparse.ArgumentParser, a: argparse.Namespace) -> int:
     out = a.out.resolve()
     names = a.assignment or ["ch01"]
     assignments = resolve_assignments(names, source)
+    if a.lms_column and len(assignments) > 1:
+        p.error("--lms-column names one assignment's column: grade the assignments one at a time to use it")
     kwargs = {"timeout": a.timeout, "workers": a.workers, "use_sandbox": not a.no_sandbox, "progress": True,
               "max_notebook_bytes": int(a.max_notebook_mb * MB),
-              "zip_limits": ZipLimits(max_total_bytes=int(a.max_unzip_gb * GiB))}
+              "zip_limits": ZipLimits(max_total_bytes=int(a.max_unzip_gb * GiB)), "lms_name": a.lms,
+              "late_policy": a.late_penalty, "due": a.due, "partial_credit": a.partial_credit,
+              "lms_column": a.lms_column}
     if len(names) == 1 and names != ["all"]:
         students = grade(a.submissions.resolve(), out, assignments[0], config_dir, source, **kwargs)
         _say(out, students)
         print(f"Grades:     {out / 'grades.csv'}\nClass:      {out / 'class.html'}\n"
               f"Report:     {out / 'report.md'}\nSuspicious: {out / 'suspicious.md'}\nFeedback:   {out / 'feedback'}/")
+        for upload in sorted(out.glob("grades-*.csv")):
+            print(f"Upload:     {upload}")
         return 0
     graded, failed = grade_several(a.submissions.resolve(), out, assignments, config_dir, source,
                                    skip_missing="all" in names, **kwargs)

@@ -10,7 +10,7 @@ read in three parts (chapter 3, and chapter 4 for attention):
     context       c = h_S (or [h_S(fwd); h_1(bwd)])            the single vector chapter 3's decoder gets
     decoder       s_0 = tanh(W_init c + b_init)
                   s_t = GRU(e(y_{t-1}), s_{t-1})               (no attention: the ``Decoder``)
-                  logits_t = W_o s_t + b_o
+                  logits_t = W_y s_t + b_y
 
 The attention decoder (Bahdanau et al., 2015) looks at every h_j at every step instead:
 
@@ -18,7 +18,10 @@ The attention decoder (Bahdanau et al., 2015) looks at every h_j at every step i
     α_t   = softmax(e_t)
     c_t   = Σ_j α_tj h_j
     s_t   = GRUCell([e(y_{t-1}); c_t], s_{t-1})
-    logits_t = W_o [c_t; s_t] + b_o
+    logits_t = W_y [c_t; s_t] + b_y
+
+``W_y`` is the output layer that scores every target word (``W_o`` is kept for attention's output
+projection, chapter 6).
 
 Training (data to batches, the loop) is in :mod:`lmbook.seq2seq_train`; exact match and BLEU by source
 length in :mod:`lmbook.metrics`. Batches are padded with id 0; ``lengths`` gives the real length of each
@@ -94,7 +97,7 @@ class Decoder(nn.Module):
         self.E = nn.Embedding(vocab_size, d_emb, padding_idx=PAD)
         self.W_init = nn.Linear(d_hid, d_hid)
         self.rnn = nn.GRU(d_emb + (d_hid if feed_context else 0), d_hid, batch_first=True)
-        self.W_o = nn.Linear(d_hid, vocab_size)
+        self.W_y = nn.Linear(d_hid, vocab_size)
 
     def initial_state(self, enc: Encoded) -> torch.Tensor:
         return torch.tanh(self.W_init(enc.c))  # s_0 = tanh(W_init c + b_init)
@@ -107,12 +110,12 @@ class Decoder(nn.Module):
         """One step: (B,) previous tokens, (B, d) state → logits (B, V), s_t (B, d), no attention weights."""
         out, _ = self.rnn(self._inputs(y_prev[:, None], c), s_prev[None])
         s = out[:, 0]  # s_t = GRU(e(y_{t-1}), s_{t-1})
-        return self.W_o(s), s, None  # logits_t = W_o s_t + b_o
+        return self.W_y(s), s, None  # logits_t = W_y s_t + b_y
 
     def forward(self, y_in: torch.Tensor, enc: Encoded) -> torch.Tensor:
         """Teacher forcing: all steps at once (the GRU runs the recurrence), logits (B, T, V)."""
         s, _ = self.rnn(self._inputs(y_in, enc.c), self.initial_state(enc)[None])
-        return self.W_o(s)
+        return self.W_y(s)
 
 
 class AttentionDecoder(nn.Module):
@@ -132,7 +135,7 @@ class AttentionDecoder(nn.Module):
         else:
             self.score_fn = dot_scores if score == "dot" else scaled_dot_scores  # s^T h  (/ sqrt(d))
         self.cell = nn.GRUCell(d_emb + d_hid, d_hid)
-        self.W_o = nn.Linear(2 * d_hid, vocab_size)
+        self.W_y = nn.Linear(2 * d_hid, vocab_size)
 
     def initial_state(self, enc: Encoded) -> torch.Tensor:
         return torch.tanh(self.W_init(enc.c))  # s_0 = tanh(W_init c + b_init)
@@ -160,7 +163,7 @@ class AttentionDecoder(nn.Module):
              keys: torch.Tensor | None = None):
         """One decoder step → logits_t (B, V), s_t (B, d), α_t (B, S)."""
         c_t, s, alpha = self._update(y_prev, s_prev, H, mask, keys)
-        logits = self.W_o(torch.cat([c_t, s], dim=-1))  # logits_t = W_o [c_t; s_t] + b_o
+        logits = self.W_y(torch.cat([c_t, s], dim=-1))  # logits_t = W_y [c_t; s_t] + b_y
         return logits, s, alpha
 
     def forward(self, y_in: torch.Tensor, enc: Encoded, return_alpha: bool = False):
@@ -175,7 +178,7 @@ class AttentionDecoder(nn.Module):
             cs.append(c_t)
             ss.append(s)
             alphas.append(alpha)
-        logits = self.W_o(torch.cat([torch.stack(cs, 1), torch.stack(ss, 1)], dim=-1))  # W_o [c_t; s_t] + b_o
+        logits = self.W_y(torch.cat([torch.stack(cs, 1), torch.stack(ss, 1)], dim=-1))  # W_y [c_t; s_t]
         return (logits, torch.stack(alphas, dim=1)) if return_alpha else logits
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -38,11 +39,14 @@ def batches(*tensors: torch.Tensor, batch_size: int, shuffle: bool, generator: t
         yield tuple(t[idx] for t in tensors)
 
 
-@torch.no_grad()
-def evaluate(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, batch_size: int = 4096,
-             loss_fn: Callable = nn.functional.cross_entropy) -> float:
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@torch.no_grad()  # evaluation builds no graph: it needs no gradients
+def evaluate(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
+             batch_size: int = 4096, loss_fn: Loss = F.cross_entropy) -> float:
     """Mean loss of ``model`` over a whole data set (weighted by batch size)."""
-    model.eval()
+    model.eval()  # dropout off
     device = next(model.parameters()).device
     total, count = 0.0, 0
     for x, y in batches(inputs, targets, batch_size=batch_size, shuffle=False):
@@ -53,26 +57,29 @@ def evaluate(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, batc
 
 
 def fit(model: nn.Module, train: tuple[torch.Tensor, torch.Tensor],
-        val: tuple[torch.Tensor, torch.Tensor] | None = None, *, epochs: int = 5, batch_size: int = 128,
-        lr: float = 3e-3, seed: int = 0, clip: float | None = None,
-        loss_fn: Callable = nn.functional.cross_entropy, progress: bool = True) -> History:
-    """Train ``model`` with Adam on (inputs, targets) pairs; return the loss history."""
+        val: tuple[torch.Tensor, torch.Tensor] | None = None, *, epochs: int = 5,
+        batch_size: int = 128, lr: float = 3e-3, seed: int = 0,
+        clip: float | None = None, optimizer: type = torch.optim.Adam,
+        loss_fn: Loss = F.cross_entropy, progress: bool = True) -> History:
+    """Train ``model`` on (inputs, targets) pairs with ``optimizer`` (Adam unless told
+    otherwise); return the loss history."""
     device = next(model.parameters()).device
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    g = torch.Generator().manual_seed(seed)
+    opt = optimizer(model.parameters(), lr=lr)
+    g = torch.Generator().manual_seed(seed)  # the order of the batches
     history = History()
-    n_batches = (len(train[0]) + batch_size - 1) // batch_size
-    bar = tqdm(total=epochs * n_batches, disable=not progress, desc=type(model).__name__, leave=False)
+    n_steps = epochs * ((len(train[0]) + batch_size - 1) // batch_size)
+    bar = tqdm(total=n_steps, disable=not progress, desc=type(model).__name__,
+               leave=False)
     for _ in range(epochs):
-        model.train()
+        model.train()  # dropout on, if the model has any
         epoch_losses = []
         for x, y in batches(*train, batch_size=batch_size, shuffle=True, generator=g):
-            loss = loss_fn(model(x.to(device)), y.to(device))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
+            loss = loss_fn(model(x.to(device)), y.to(device))  # mean over the batch
+            opt.zero_grad(set_to_none=True)  # gradients add up unless cleared
+            loss.backward()  # dL/dθ for every parameter θ, by backpropagation
             if clip is not None:
                 nn.utils.clip_grad_norm_(model.parameters(), clip)
-            opt.step()
+            opt.step()  # θ <- θ - (a step computed from the gradients)
             epoch_losses.append(loss.item())
             bar.update(1)
         history.steps += epoch_losses

@@ -9,18 +9,21 @@ trusted: they are checked before, and enforced again while the entry is written.
 
 from __future__ import annotations
 
+import io
 import os
 import stat
+import struct
 import sys
 import unicodedata
 import zipfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 MB = 1_000_000
 GiB = 1024**3
 NAME_MAX_BYTES = 255  # one path component, on every common Linux and macOS file system
+PATH_MAX_BYTES = 4000  # a whole path (Linux allows 4096, the scratch folder's own path included)
 LITTER_NAMES = {".ds_store", "thumbs.db", "desktop.ini"}  # compared casefolded: Windows ignores case
 LITTER_FOLDERS = {"__MACOSX", ".ipynb_checkpoints"}
 
@@ -48,34 +51,88 @@ DEFAULT_ZIP_LIMITS = ZipLimits()
 
 @dataclass(frozen=True)
 class EntryProblem:
-    """A zip entry that was not unpacked, and why, in an instructor's words."""
+    """A zip entry that was not unpacked (or, with ``refused=False``, one unpacked with a remark), and why, in
+    an instructor's words."""
 
     parts: tuple[str, ...]  # the entry's path; empty when it pointed outside the archive
     message: str
+    refused: bool = field(default=True)
 
     @property
     def is_notebook(self) -> bool:
-        return bool(self.parts) and self.parts[-1].endswith(".ipynb")
+        return self.refused and bool(self.parts) and self.parts[-1].endswith(".ipynb")
+
+
+def decode_name(raw: bytes) -> tuple[str, bool]:
+    """A file name's bytes as text: UTF-8 when they are, else Windows-1252 (Latin-1 where 1252 has no letter).
+
+    The second value says whether the fallback was used. A zip made on Windows and unpacked by Info-ZIP's
+    ``unzip`` leaves names in Latin-1 bytes; Windows-1252 reads those, and the letters of Western European
+    names, the same way.
+    """
+    try:
+        return raw.decode("utf-8"), False
+    except UnicodeDecodeError:
+        pass
+    try:
+        return raw.decode("cp1252"), True
+    except UnicodeDecodeError:
+        return raw.decode("latin-1"), True
+
+
+def display_name(name: str) -> tuple[str, bool]:
+    """A name read from the file system as text that can be printed and written anywhere.
+
+    Python keeps the bytes of a name that is not UTF-8 as lone surrogates ("Jos\\udce9"); those cannot be
+    written to a UTF-8 report. They are decoded by :func:`decode_name`; the second value says so.
+    """
+    if not any("\udc80" <= ch <= "\udcff" for ch in name):
+        return name, False
+    return decode_name(os.fsencode(name))
 
 
 class _Refused(Exception):
     """An entry that is not unpacked; its message is the reason."""
 
 
-def entry_name(info: zipfile.ZipInfo) -> str:
+def entry_name(info: zipfile.ZipInfo, mislabelled: frozenset[bytes] = frozenset()) -> str:
     """The entry's name as its author saw it.
 
     Zips made by macOS and by many Windows tools store UTF-8 names without the flag that says so; Python then
     reads them as code page 437 ("ZoÃ«"). Real cp437 names are almost never valid UTF-8, so this is safe.
-    NFC: macOS spells "ë" as "e" plus a combining mark; the same student must get the same name either way.
+    ``mislabelled``: the raw names of entries flagged UTF-8 that are not (see :func:`_open_zip`), decoded
+    by :func:`decode_name`'s fallback. NFC: macOS spells "ë" as "e" plus a combining mark; the same student
+    must get the same name either way.
     """
     name = info.filename
     if not info.flag_bits & 0x800:
-        try:
-            name = name.encode("cp437").decode("utf-8")
-        except (UnicodeEncodeError, UnicodeDecodeError):
-            pass
+        raw = info.orig_filename.encode("cp437")
+        if raw in mislabelled:
+            name = decode_name(raw)[0].replace("\x00", "")
+        else:
+            try:
+                name = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
     return unicodedata.normalize("NFC", name.replace("\\", "/"))  # some Windows tools write backslashes
+
+
+def _name_remark(info: zipfile.ZipInfo, mislabelled: frozenset[bytes], shown: str) -> str | None:
+    """What the instructor should know about how an entry's name was read, if anything."""
+    if info.flag_bits & 0x800:
+        return None
+    raw = info.orig_filename.encode("cp437")
+    if raw in mislabelled:
+        return (f"the zip says the name {shown!r} is UTF-8, but its bytes are not: read them as Windows-1252 "
+                "(Latin-1); check the student's name")
+    if raw.isascii():
+        return None
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return (f"the zip does not say how the name {shown!r} is encoded and it is not UTF-8: read it as code "
+                "page 437, the zip format's default (a Windows zip); check the student's name")
+    return None
 
 
 def entry_parts(name: str) -> tuple[str, ...] | None:
@@ -84,6 +141,88 @@ def entry_parts(name: str) -> tuple[str, ...] | None:
         return None
     parts = tuple(p for p in name.split("/") if p not in ("", "."))
     return None if ".." in parts else parts
+
+
+class _Overlay(io.RawIOBase):
+    """A file read with a few bytes replaced (the archive itself is never written)."""
+
+    def __init__(self, path: Path, patches: dict[int, bytes]):
+        self._f = open(path, "rb")  # noqa: SIM115 - closed with the overlay
+        self._patches = patches
+        self.name = str(path)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._f.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def readinto(self, buffer) -> int:
+        at = self._f.tell()
+        n = self._f.readinto(buffer)
+        for where, data in self._patches.items():
+            for i, byte in enumerate(data):
+                if 0 <= where + i - at < n:
+                    buffer[where + i - at] = byte
+        return n
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
+def _mislabelled_names(path: Path) -> tuple[dict[int, bytes], frozenset[bytes]]:
+    """Entries whose UTF-8 flag is set but whose names are not UTF-8: patches clearing the flag in the central
+    directory and the local header, and those raw names. Python's zipfile refuses the whole archive over one
+    such entry (UnicodeDecodeError); an LMS or unzip reads the others."""
+    patches: dict[int, bytes] = {}
+    names: set[bytes] = set()
+    with open(path, "rb") as fp:
+        end = zipfile._EndRecData(fp)  # noqa: SLF001 - the standard library's own reader of the end record
+        if not end:
+            return patches, frozenset()
+        size, offset = end[zipfile._ECD_SIZE], end[zipfile._ECD_OFFSET]  # noqa: SLF001
+        concat = end[zipfile._ECD_LOCATION] - size - offset  # noqa: SLF001
+        if end[zipfile._ECD_SIGNATURE] == zipfile.stringEndArchive64:  # noqa: SLF001
+            concat -= zipfile.sizeEndCentDir64 + zipfile.sizeEndCentDir64Locator
+        fp.seek(offset + concat)
+        directory = fp.read(size)
+        at = 0
+        while at + zipfile.sizeCentralDir <= len(directory):
+            header = struct.unpack(zipfile.structCentralDir, directory[at:at + zipfile.sizeCentralDir])
+            if header[0] != zipfile.stringCentralDir:
+                break
+            flags, n_name, n_extra, n_comment = header[5], header[12], header[13], header[14]
+            raw = directory[at + zipfile.sizeCentralDir:at + zipfile.sizeCentralDir + n_name]
+            if flags & 0x800:
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    names.add(raw)
+                    patches[offset + concat + at + 8] = (flags & ~0x800).to_bytes(2, "little")
+                    local = header[18]
+                    if local != 0xFFFFFFFF:  # a zip64 offset lives in the extra field: that entry stays unreadable
+                        fp.seek(local + concat + 6)
+                        local_flags = int.from_bytes(fp.read(2), "little")
+                        patches[local + concat + 6] = (local_flags & ~0x800).to_bytes(2, "little")
+            at += zipfile.sizeCentralDir + n_name + n_extra + n_comment
+    return patches, frozenset(names)
+
+
+def _open_zip(path: Path) -> tuple[zipfile.ZipFile, frozenset[bytes]]:
+    """The archive, and the raw names of entries whose UTF-8 flag had to be cleared to read it."""
+    try:
+        return zipfile.ZipFile(path), frozenset()
+    except UnicodeDecodeError:
+        pass
+    patches, names = _mislabelled_names(path)
+    return zipfile.ZipFile(_Overlay(path, patches)), names
 
 
 def _is_symlink(info: zipfile.ZipInfo) -> bool:
@@ -101,12 +240,24 @@ def _header_problem(info: zipfile.ZipInfo, parts: tuple[str, ...], limits: ZipLi
         return f"ignored a symbolic link: {shown} (the grader never follows links)"
     if info.flag_bits & 0x1:
         return f"{shown} is encrypted (password-protected) in the zip, so it could not be unpacked"
+    why = _path_problem(parts)
+    if why:
+        return why
+    if info.file_size > limits.ratio_floor_bytes and info.file_size > limits.max_ratio * max(info.compress_size, 1):
+        return _bomb_message(shown, info.compress_size, _size(info.file_size), limits)
+    return None
+
+
+def _path_problem(parts: tuple[str, ...], dest_bytes: int = 200) -> str | None:
+    """Why a path cannot be made on the file system: a name over 255 bytes, or nested past the path limit."""
+    shown = "/".join(parts)
     long = [p for p in parts if len(p.encode()) > NAME_MAX_BYTES]
     if long:
         return (f"a file name in the zip is too long to unpack ({len(long[0].encode())} bytes; file systems allow "
                 f"{NAME_MAX_BYTES}): {shown[:120]}...")
-    if info.file_size > limits.ratio_floor_bytes and info.file_size > limits.max_ratio * max(info.compress_size, 1):
-        return _bomb_message(shown, info.compress_size, _size(info.file_size), limits)
+    if dest_bytes + len(shown.encode()) > PATH_MAX_BYTES:
+        return (f"a path in the zip is nested too deep to unpack ({len(parts)} folders, {len(shown.encode())} bytes; "
+                f"file systems allow about {PATH_MAX_BYTES}): {shown[:120]}...")
     return None
 
 
@@ -116,29 +267,39 @@ def _bomb_message(shown: str, packed: int, unpacked: str, limits: ZipLimits) -> 
             "grade the folder")
 
 
-def _plan(zf: zipfile.ZipFile, limits: ZipLimits) -> tuple[list[tuple[zipfile.ZipInfo, tuple[str, ...]]],
-                                                            set[tuple[str, ...]], list[EntryProblem]]:
-    """The file entries to unpack, the folders to make, and the entries refused from their headers."""
+def _plan(zf: zipfile.ZipFile, limits: ZipLimits, mislabelled: frozenset[bytes] = frozenset(),
+          dest_bytes: int = 200) -> tuple[list[tuple[zipfile.ZipInfo, tuple[str, ...]]], set[tuple[str, ...]],
+                                           list[EntryProblem]]:
+    """The file entries to unpack, the folders to make, and the entries refused from their headers (and the
+    remarks on names read by a fallback)."""
     files: dict[tuple[str, ...], zipfile.ZipInfo] = {}
     folders: set[tuple[str, ...]] = set()
     problems: list[EntryProblem] = []
     for info in zf.infolist():
-        name = entry_name(info)
+        name = entry_name(info, mislabelled)
         parts = entry_parts(name)
         if parts is None:
             problems.append(EntryProblem((), f"skipped an entry that points outside the archive: {name!r}"))
             continue
         if not parts or any(is_litter(p) for p in parts):
             continue
+        remark = _name_remark(info, mislabelled, "/".join(parts))
+        if remark:
+            problems.append(EntryProblem(parts, remark, refused=False))
         if info.is_dir() and not _is_symlink(info):
-            folders.add(parts)
+            why = _path_problem(parts, dest_bytes)
+            if why:
+                problems.append(EntryProblem(parts, why))
+            else:
+                folders.add(parts)
             continue
-        why = _header_problem(info, parts, limits)
-        if why is None and parts in files:
-            why = f"the zip holds {'/'.join(parts)} twice; only its first copy was unpacked"
+        why = _header_problem(info, parts, limits) or _path_problem(parts, dest_bytes)
         if why:
             problems.append(EntryProblem(parts, why))
             continue
+        if parts in files:  # unzip, and the LMS that made the zip, keep the last copy: so does the grader
+            problems.append(EntryProblem(parts, f"the zip holds {'/'.join(parts)} twice; its last copy was "
+                                                "unpacked, as unzip does", refused=False))
         files[parts] = info
     folders |= {parts[:i] for parts in files for i in range(1, len(parts))}
     for parts in sorted(files.keys() & folders):  # "a" as a file and "a/b" inside a folder "a": keep the folder
@@ -176,15 +337,28 @@ def extract_zip(path: Path, dest: Path, limits: ZipLimits = DEFAULT_ZIP_LIMITS) 
     ``limits.max_total_bytes``. Only an unreadable archive stops everything (SystemExit).
     """
     try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as e:
+        zf, mislabelled = _open_zip(path)
+    except (zipfile.BadZipFile, OSError, ValueError, struct.error, NotImplementedError) as e:
         raise SystemExit(f"{path}: not a readable zip file ({e})") from None
     with zf:
-        entries, folders, problems = _plan(zf, limits)
+        entries, folders, problems = _plan(zf, limits, mislabelled, len(str(dest).encode()) + 1)
+        unmade: set[tuple[str, ...]] = set()
         for parts in sorted(folders):
-            dest.joinpath(*parts).mkdir(parents=True, exist_ok=True)
+            if any(parts[:i] in unmade for i in range(1, len(parts))):
+                unmade.add(parts)
+                continue
+            try:
+                dest.joinpath(*parts).mkdir(parents=True, exist_ok=True)
+            except OSError as e:  # a name this file system refuses: that student's entries only
+                unmade.add(parts)
+                problems.append(EntryProblem(parts, f"the folder {'/'.join(parts)[:160]} could not be made "
+                                                    f"({e.strerror or type(e).__name__})"))
         total = 0
         for info, parts in entries:
+            if any(parts[:i] in unmade for i in range(1, len(parts))):
+                problems.append(EntryProblem(parts, f"{'/'.join(parts)[:160]} was not unpacked: its folder could "
+                                                    "not be made"))
+                continue
             shown = "/".join(parts)
             target = dest.joinpath(*parts)
             allowed = min(info.file_size, limits.max_total_bytes - total)

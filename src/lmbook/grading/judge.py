@@ -33,6 +33,7 @@ from .verdict import (
     decide,
     forbidden_message,
     not_implemented,
+    outcome_problem,
 )
 
 DEFAULT_TIMEOUT = 300.0
@@ -55,6 +56,19 @@ class Call:
 class Verdict:
     passed: bool
     lines: list[str]  # ✓ lines, and for a failure the checks' messages
+    cases: tuple[int, int] | None = None  # (passed, planned) cases of the cell's checks; None when not counted
+    hidden: bool = False  # a hidden-test cell
+
+    def partial_outputs(self, earned: float, points: float) -> list[dict]:
+        """The outputs of a failed cell graded in proportion to its cases passed (``lmbook-grade
+        --partial-credit``): the checks' words as text, and the points as the cell's value, which is how
+        nbgrader reads partial credit (an error output would score 0)."""
+        passed, total = self.cases or (0, 0)
+        text = "\n".join(self.lines) + (f"\npartial credit: {passed} of {total} checks passed: {earned:g} of "
+                                        f"{points:g} points\n")
+        return [{"output_type": "stream", "name": "stdout", "text": text},
+                {"output_type": "execute_result", "execution_count": None, "metadata": {},
+                 "data": {"text/plain": f"{earned:g}"}}]
 
     def outputs(self) -> list[dict]:
         ok = [ln for ln in self.lines if ln.startswith("✓")]
@@ -80,13 +94,15 @@ class Graded:
 
     def to_json(self) -> dict:
         return {"outputs": {str(k): v for k, v in self.outputs.items()},
-                "verdicts": {str(k): {"passed": v.passed, "lines": v.lines} for k, v in self.verdicts.items()},
+                "verdicts": {str(k): {"passed": v.passed, "lines": v.lines, "cases": v.cases, "hidden": v.hidden}
+                             for k, v in self.verdicts.items()},
                 "tampering": self.tampering, "forbidden": self.forbidden, "problem": self.problem}
 
     @classmethod
     def from_json(cls, d: dict) -> Graded:
         return cls({int(k): v for k, v in d["outputs"].items()},
-                   {int(k): Verdict(v["passed"], v["lines"]) for k, v in d["verdicts"].items()},
+                   {int(k): Verdict(v["passed"], v["lines"], tuple(v["cases"]) if v.get("cases") else None,
+                                    bool(v.get("hidden"))) for k, v in d["verdicts"].items()},
                    d["tampering"], d["forbidden"], d["problem"])
 
 
@@ -200,9 +216,18 @@ def _plan(nb, registry, timeout: float, unreadable: dict[int, str]) -> _Plan:
 # ----------------------------------------------------------------------------- verdicts
 
 
-def _judge_call(pid: str, call: Call, check: Check, result: dict, plan: _Plan, arrays) -> tuple[bool, str]:
+def _cases_passed(check: Check, outcomes: list[Outcome]) -> int:
+    """How many cases an answer got right (for partial credit): the same test of each case as :func:`decide`'s."""
+    try:
+        return sum(outcome_problem(check, o) is None for o in outcomes)
+    except Exception:  # noqa: BLE001 - an output that cannot be compared earns nothing
+        return 0
+
+
+def _judge_call(pid: str, call: Call, check: Check, result: dict, plan: _Plan, arrays) -> tuple[bool, str, int]:
+    """Pass or fail, the message, and the number of cases passed."""
     if result.get("not_implemented"):
-        return False, not_implemented(check)
+        return False, not_implemented(check), 0
     cases = result.get("cases") if isinstance(result.get("cases"), dict) else {}
     outcomes, missing = [], []
     for cid, (case, seed, args, kwargs) in plan.inputs.items():
@@ -219,9 +244,10 @@ def _judge_call(pid: str, call: Call, check: Check, result: dict, plan: _Plan, a
         else:
             outcomes.append(Outcome(case, seed, args, kwargs, _read(got.get("ok"), arrays), changed=changed))
     try:
-        return decide(check, outcomes, call.hidden, missing)
+        ok, msg = decide(check, outcomes, call.hidden, missing)
     except Exception as e:  # noqa: BLE001 - a malformed output is the student's wrong answer
-        return False, f"{check.task}: your output could not be compared ({type(e).__name__}: {e})"
+        return False, f"{check.task}: your output could not be compared ({type(e).__name__}: {e})", 0
+    return ok, msg, len(outcomes) if ok else _cases_passed(check, outcomes)
 
 
 def _judge_train(call: Call, check: Check, result: dict, arrays) -> tuple[bool, str]:
@@ -252,7 +278,7 @@ def _verdicts(plan: _Plan, run: sandbox.RunResult, graded: Graded) -> None:
             if end is not None:
                 graded.outputs[cell_index] = _clean_outputs(end.get("outputs"))
             continue
-        lines, passed = [], True
+        lines, passed, right, planned, hidden = [], True, 0, 0, False
         results = end.get("probes") if end is not None else None
         results = results if isinstance(results, dict) else {}  # the sandbox's word: check its shape
         arrays = end.get("arrays") if end is not None and isinstance(end.get("arrays"), dict) else {}
@@ -260,6 +286,9 @@ def _verdicts(plan: _Plan, run: sandbox.RunResult, graded: Graded) -> None:
         crashed = results.get("crashed") if isinstance(results.get("crashed"), str) else None
         for probe in plan.probes[step_index]:
             call, check = plan.calls[probe["id"]]
+            hidden |= call.hidden
+            n_cases = 1 if check.probe == "train" else len(probe.get("cases", []))
+            good = 0
             result = results.get(probe["id"])
             result = result if isinstance(result, dict) else None
             forbidden = graded.forbidden.get(call.task)
@@ -278,11 +307,14 @@ def _verdicts(plan: _Plan, run: sandbox.RunResult, graded: Graded) -> None:
                                   "any error it shows")
             elif check.probe == "train":
                 ok, msg = _judge_train(call, check, result, arrays)
+                good = int(ok)
             else:
-                ok, msg = _judge_call(probe["id"], call, check, result, plan, arrays)
+                ok, msg, good = _judge_call(probe["id"], call, check, result, plan, arrays)
             passed &= ok
+            right += n_cases if ok else min(good, n_cases)
+            planned += n_cases
             lines.append(msg)
-        graded.verdicts[cell_index] = Verdict(passed, lines)
+        graded.verdicts[cell_index] = Verdict(passed, lines, (right, planned), hidden)
         graded.outputs[cell_index] = graded.verdicts[cell_index].outputs()
 
 

@@ -189,6 +189,8 @@ class SandboxedExecute(Preprocessor):
     cache_dir = Unicode("", help="results cache (default: lmbook_cache beside the gradebook)").tag(config=True)
     no_sandbox = Bool(os.environ.get("LMBOOK_NO_SANDBOX") == "1",
                       help="run student code without bubblewrap (trusted notebooks only)").tag(config=True)
+    partial_credit = Bool(False, help="a failed hidden-test cell earns its points in proportion to the cases "
+                                      "its answer passed (lmbook-grade --partial-credit)").tag(config=True)
 
     def preprocess(self, nb, resources):
         key = notebook_key(nb)
@@ -198,7 +200,7 @@ class SandboxedExecute(Preprocessor):
             with interrupt.unwinding():  # stopping nbgrader (or lmbook-grade) removes the sandbox's folder too
                 graded = judge.grade_notebook(nb, use_sandbox=not self.no_sandbox, timeout=self.timeout)
             store(cache, key, graded, nb)
-        apply(nb, graded)
+        apply(nb, graded, self.partial_credit)
         student = resources.get("nbgrader", {}).get("student", "?")
         for line in graded.tampering:
             self.log.warning("%s: suspicious: %s", student, line)
@@ -207,8 +209,12 @@ class SandboxedExecute(Preprocessor):
         return nb, resources
 
 
-def apply(nb, graded: judge.Graded) -> None:
-    """Write the graded outputs into the notebook's code cells (nothing else)."""
+def apply(nb, graded: judge.Graded, partial_credit: bool = False) -> None:
+    """Write the graded outputs into the notebook's code cells (nothing else).
+
+    ``partial_credit``: a failed hidden-test cell whose answer passed some cases shows the points earned as
+    its value (nbgrader's partial credit) instead of an error (no points).
+    """
     count = 0
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
@@ -222,6 +228,10 @@ def apply(nb, graded: judge.Graded) -> None:
             continue
         count += 1
         cell.execution_count = count
+        v = graded.verdicts.get(i)
+        if partial_credit and v is not None and not v.passed and v.hidden and v.cases and v.cases[0] > 0:
+            points = float(cell.metadata["nbgrader"]["points"])
+            outs = v.partial_outputs(round(points * v.cases[0] / v.cases[1], 2), points)
         cell.outputs = [nbformat.from_dict(copy.deepcopy(o)) for o in outs]
         for o in cell.outputs:
             if o.output_type == "execute_result":

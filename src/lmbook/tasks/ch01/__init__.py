@@ -9,6 +9,7 @@ Usage in a notebook: ``from lmbook.tasks.ch01 import check``, then
 from __future__ import annotations
 
 from ...grading.checks import Registry
+from ..questions.ch01 import QUESTIONS
 from .cross_entropy import CROSS_ENTROPY, PERPLEXITY
 from .ffnn import FFNN_FORWARD
 from .log_softmax import LOG_SOFTMAX
@@ -16,4 +17,4 @@ from .sgns import SGNS_LOSS
 from .train_lm import TRAIN_LM
 
 CHECKS = [LOG_SOFTMAX, CROSS_ENTROPY, PERPLEXITY, FFNN_FORWARD, SGNS_LOSS, TRAIN_LM]
-check = Registry(CHECKS)
+check = Registry(CHECKS + QUESTIONS)

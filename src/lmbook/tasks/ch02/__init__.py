@@ -10,6 +10,7 @@ draws. Usage in a notebook: ``from lmbook.tasks.ch02 import check``.
 from __future__ import annotations
 
 from ...grading.checks import Registry
+from ..questions.ch02 import QUESTIONS
 from .classify import CLASSIFY
 from .clip import CLIP_GRAD_NORM
 from .gated import GRU_CELL, LSTM_CELL
@@ -17,4 +18,4 @@ from .rnn import RNN_CELL, RNN_FORWARD
 from .sampling import FILTER_PROBS, SAMPLE
 
 CHECKS = [RNN_CELL, RNN_FORWARD, LSTM_CELL, GRU_CELL, CLIP_GRAD_NORM, CLASSIFY, FILTER_PROBS, SAMPLE]
-check = Registry(CHECKS)
+check = Registry(CHECKS + QUESTIONS)

@@ -17,10 +17,11 @@ the final choice) wins by at least ``MARGIN``, so float32 and float64 agree.
 from __future__ import annotations
 
 from ...grading.checks import Registry
+from ..questions.ch03 import QUESTIONS
 from .beam import BEAM
 from .bleu import BLEU_CHECK
 from .greedy import GREEDY
 from .teacher_forcing import TEACHER_FORCING_LOSS
 
 CHECKS = [TEACHER_FORCING_LOSS, GREEDY, BEAM, BLEU_CHECK]
-check = Registry(CHECKS)
+check = Registry(CHECKS + QUESTIONS)

@@ -14,9 +14,10 @@ padded position is exactly -inf, and its attention weight exactly 0.
 from __future__ import annotations
 
 from ...grading.checks import Registry
+from ..questions.ch04 import QUESTIONS
 from .attend import ATTEND
 from .bahdanau import BAHDANAU_STEP
 from .scores import ADDITIVE, DOT, MULTIPLICATIVE
 
 CHECKS = [DOT, MULTIPLICATIVE, ADDITIVE, ATTEND, BAHDANAU_STEP]
-check = Registry(CHECKS)
+check = Registry(CHECKS + QUESTIONS)
