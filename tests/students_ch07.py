@@ -411,3 +411,232 @@ RIGHT = {
     "alibi_bias": [alibi_right_loops, alibi_right_triu, alibi_right_recursive],
     "relative_position_bias": [rel_right_loops, rel_right_embedding, rel_right_index_select],
 }
+
+
+# ============================================================================= the thinking questions (chapter 7)
+# Written as students answer them: closed forms with one step wrong, numerical shortcuts, and right answers
+# reached another way (a loop over positions, numpy, the complex exponential).
+
+from lmbook.tasks.questions.ch07 import ALIBI_WEIGHT_RATIO, PE_DOT, POSITION_PARAMETERS  # noqa: E402
+
+
+def pe_dot_sines(k, d):
+    return sum(math.sin(k / 10000 ** (2 * i / d)) for i in range(d // 2))
+
+
+def pe_dot_every_dimension(k, d):
+    return sum(math.cos(k / 10000 ** (j / d)) for j in range(d))
+
+
+def pe_dot_norm(k, d):
+    return d / 2  # "a rotation keeps lengths, so the dot product is |PE|²"
+
+
+def pe_dot_unit_speed(k, d):
+    return (d // 2) * math.cos(k)
+
+
+def pe_dot_both_terms(k, d):
+    return sum(2 * math.cos(k * 10000 ** (-2 * i / d)) for i in range(d // 2))
+
+
+def pe_dot_at_position_one(k, d):  # built the encodings at p = 1 and p = 1 + k, but in float32 and from 1
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
+    a, b = (1 + 1) * theta, (1 + 1 + k) * theta  # an off-by-one in the position does not matter: p cancels
+    return float((a.sin() * b.sin() + a.cos() * b.cos()).sum().half())  # ... but half precision does
+
+
+def pe_dot_cos_of_sum(k, d):
+    return math.cos(k * sum(10000 ** (-2 * i / d) for i in range(d // 2)))
+
+
+def pe_dot_right_numpy(k, d):
+    theta = 10000.0 ** (-np.arange(0, d, 2) / d)
+    return float(np.cos(k * theta).sum())
+
+
+def pe_dot_right_complex(k, d):
+    # pair i as e^{i p θ}: the dot product of two pairs is Re(e^{i p θ} conj(e^{i (p + k) θ}))
+    return sum((complex(math.cos(5 * t), math.sin(5 * t))
+                * complex(math.cos((5 + k) * t), -math.sin((5 + k) * t))).real
+               for t in (10000 ** (-2 * i / d) for i in range(d // 2)))
+
+
+def pe_dot_right_brute(k, d):
+    p = 3  # any p: the answer does not depend on it
+    total = 0.0
+    for i in range(d // 2):
+        theta = 1 / 10000 ** (2 * i / d)
+        total += math.sin(p * theta) * math.sin((p + k) * theta) + math.cos(p * theta) * math.cos((p + k) * theta)
+    return total
+
+
+def params_per_layer_relative(scheme, n_layer, n_head, d_model, block_size, max_distance):
+    table = {"learned": block_size * d_model, "relative": (2 * max_distance + 1) * n_head * n_layer,
+             "shaw": 2 * (2 * max_distance + 1) * (d_model // n_head) * n_layer}
+    return table.get(scheme, 0)
+
+
+def params_2d_rows(scheme, n_layer, n_head, d_model, block_size, max_distance):
+    table = {"learned": block_size * d_model, "relative": 2 * max_distance * n_head,
+             "shaw": 2 * (2 * max_distance + 1) * (d_model // n_head) * n_layer}
+    return table.get(scheme, 0)
+
+
+def params_one_table(scheme, n_layer, n_head, d_model, block_size, max_distance):
+    table = {"learned": block_size * d_model, "relative": 2 * max_distance + 1,
+             "shaw": 2 * (2 * max_distance + 1) * (d_model // n_head) * n_layer}
+    return table.get(scheme, 0)
+
+
+def params_learned_everywhere(scheme, n_layer, n_head, d_model, block_size, max_distance):
+    if scheme == "learned":
+        return n_layer * block_size * d_model
+    if scheme == "relative":
+        return (2 * max_distance + 1) * n_head
+    if scheme == "shaw":
+        return 2 * (2 * max_distance + 1) * (d_model // n_head) * n_layer
+    return 0
+
+
+def params_sinusoid_table(scheme, n_layer, n_head, d_model, block_size, max_distance):
+    if scheme in ("learned", "sinusoidal"):
+        return block_size * d_model
+    if scheme == "relative":
+        return (2 * max_distance + 1) * n_head
+    return 2 * (2 * max_distance + 1) * (d_model // n_head) * n_layer if scheme == "shaw" else 0
+
+
+def params_shaw_keys(scheme, n_layer, n_head, d_model, block_size, max_distance):
+    rows = 2 * max_distance + 1
+    return {"learned": block_size * d_model, "relative": rows * n_head,
+            "shaw": rows * (d_model // n_head) * n_layer}.get(scheme, 0)
+
+
+def params_shaw_heads(scheme, n_layer, n_head, d_model, block_size, max_distance):
+    rows = 2 * max_distance + 1
+    return {"learned": block_size * d_model, "relative": rows * n_head,
+            "shaw": 2 * rows * (d_model // n_head) * n_layer * n_head}.get(scheme, 0)
+
+
+def params_shaw_full_width(scheme, n_layer, n_head, d_model, block_size, max_distance):
+    rows = 2 * max_distance + 1
+    return {"learned": block_size * d_model, "relative": rows * n_head,
+            "shaw": 2 * rows * d_model * n_layer}.get(scheme, 0)
+
+
+def params_float(scheme, n_layer, n_head, d_model, block_size, max_distance):
+    rows = 2 * max_distance + 1
+    return float({"learned": block_size * d_model, "relative": rows * n_head,
+                  "shaw": 2 * rows * d_model / n_head * n_layer}.get(scheme, 0) + 0.5)
+
+
+def params_right_branches(scheme, n_layer, n_head, d_model, block_size, max_distance):
+    d_head = d_model // n_head
+    if scheme == "learned":
+        return d_model * block_size
+    if scheme == "relative":
+        return n_head * (max_distance * 2 + 1)
+    if scheme == "shaw":
+        return n_layer * (2 * max_distance + 1) * d_head * 2
+    return 0
+
+
+def params_right_modules(scheme, n_layer, n_head, d_model, block_size, max_distance):
+    from torch import nn
+
+    layers = {"learned": [nn.Embedding(block_size, d_model)],
+              "relative": [nn.Embedding(2 * max_distance + 1, n_head)],
+              "shaw": [nn.Embedding(2 * max_distance + 1, d_model // n_head) for _ in range(2 * n_layer)]}
+    return sum(p.numel() for m in layers.get(scheme, []) for p in m.parameters())
+
+
+def params_right_numpy(scheme, n_layer, n_head, d_model, block_size, max_distance):
+    sizes = {"learned": [(block_size, d_model)], "relative": [(2 * max_distance + 1, n_head)],
+             "shaw": [(n_layer, 2, 2 * max_distance + 1, d_model // n_head)]}
+    return int(sum(np.prod(s) for s in sizes.get(scheme, [])))
+
+
+def ratio_inverted(m, near, far):
+    return math.exp(-m * far) / math.exp(-m * near)
+
+
+def ratio_scores(m, near, far):
+    return m * (far - near)
+
+
+def ratio_of_biases(m, near, far):
+    return (-m * near) / (-m * far) if far else 1.0
+
+
+def ratio_two_key_softmax(m, near, far):
+    a, b = math.exp(-m * near), math.exp(-m * far)
+    return a / (a + b)
+
+
+def ratio_base_two(m, near, far):
+    return 2 ** (m * far) / 2 ** (m * near)
+
+
+def ratio_linear(m, near, far):
+    return (1 + m * far) / (1 + m * near)  # "the bias is linear, so the weights are too"
+
+
+def ratio_rounded_slope(m, near, far):
+    return math.exp(round(m, 2) * (far - near))  # read the slope off a printed table
+
+
+def ratio_right_torch(m, near, far):
+    scores = torch.tensor([-m * near, -m * far], dtype=torch.float64)
+    w = torch.softmax(scores, 0)
+    return (w[0] / w[1]).item()
+
+
+def ratio_right_log(m, near, far):
+    return math.exp(m * far - m * near)
+
+
+def ratio_right_loop(m, near, far):
+    r = 1.0
+    for _ in range(far - near):  # each extra word back costs a factor e^-m
+        r *= math.exp(m)
+    return r
+
+
+WRONG |= {
+    "pe_dot": [
+        Student(pe_dot_sines, _has(PE_DOT, "summed sin(k θ_i)")),
+        Student(pe_dot_every_dimension, _has(PE_DOT, "gave each of the d dimensions its own speed")),
+        Student(pe_dot_norm, _has(PE_DOT, "returned d/2")),
+        Student(pe_dot_unit_speed, _has(PE_DOT, "turned every pair by k radians")),
+        Student(pe_dot_both_terms, _has(PE_DOT, "counted each pair's contribution twice")),
+        Student(pe_dot_at_position_one, None),
+        Student(pe_dot_cos_of_sum, None),
+    ],
+    "position_parameters": [
+        Student(params_per_layer_relative, _has(POSITION_PARAMETERS, "counted the relative bias once per layer")),
+        Student(params_2d_rows, _has(POSITION_PARAMETERS, "gave the relative table 2D rows")),
+        Student(params_one_table, _has(POSITION_PARAMETERS, "gave the relative bias one number per offset")),
+        Student(params_learned_everywhere, _has(POSITION_PARAMETERS, "counted the learned position table once")),
+        Student(params_sinusoid_table, _has(POSITION_PARAMETERS, "counted the sinusoidal table")),
+        Student(params_shaw_keys, _has(POSITION_PARAMETERS, "counted only Shaw et al.'s key vectors")),
+        Student(params_shaw_heads, _has(POSITION_PARAMETERS, "counted d_model numbers per Shaw vector")),
+        Student(params_shaw_full_width, _has(POSITION_PARAMETERS, "counted d_model numbers per Shaw vector")),
+        Student(params_float, None),
+    ],
+    "alibi_weight_ratio": [
+        Student(ratio_inverted, _has(ALIBI_WEIGHT_RATIO, "gave the far key the larger weight")),
+        Student(ratio_scores, _has(ALIBI_WEIGHT_RATIO, "returned a difference of scores")),
+        Student(ratio_of_biases, _has(ALIBI_WEIGHT_RATIO, "divided the two biases")),
+        Student(ratio_two_key_softmax, _has(ALIBI_WEIGHT_RATIO, "returned the near key's weight")),
+        Student(ratio_base_two, _has(ALIBI_WEIGHT_RATIO, "used powers of 2")),
+        Student(ratio_linear, None),
+        Student(ratio_rounded_slope, None),
+    ],
+}
+
+RIGHT |= {
+    "pe_dot": [pe_dot_right_numpy, pe_dot_right_complex, pe_dot_right_brute],
+    "position_parameters": [params_right_branches, params_right_modules, params_right_numpy],
+    "alibi_weight_ratio": [ratio_right_torch, ratio_right_log, ratio_right_loop],
+}

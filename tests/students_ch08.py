@@ -471,3 +471,269 @@ RIGHT = {
     "encoder_block": [enc_right_loop, enc_right_zero_padding, enc_right_keywords],
     "decoder_block": [dec_right_loop, dec_right_einsum, dec_right_plain],
 }
+
+
+# ============================================================================= the thinking questions (chapter 8)
+# Written as students answer them: counts with one part forgotten or doubled, the constant answers of a quick
+# guess, and right answers reached another way (building the layers and counting, a table of products).
+
+from lmbook.tasks.questions.ch08 import (  # noqa: E402
+    BLOCK_FLOPS,
+    BLOCK_PARAMETERS,
+    DOUBLING_COST,
+    SMOOTHED_LOSS_FLOOR,
+)
+
+
+def _block(d, d_ff, kind, attention, norm, n_att=None, n_norm=None):
+    n_att = (1 if kind == "encoder" else 2) if n_att is None else n_att
+    n_norm = (2 if kind == "encoder" else 3) if n_norm is None else n_norm
+    return n_att * attention + 2 * d * d_ff + d_ff + d + n_norm * norm
+
+
+def params_weights_only(d_model, d_ff, kind):
+    n_att = 1 if kind == "encoder" else 2
+    return n_att * 4 * d_model**2 + 2 * d_model * d_ff + (2 if kind == "encoder" else 3) * 2 * d_model
+
+
+def params_gain_only(d_model, d_ff, kind):
+    return _block(d_model, d_ff, kind, 4 * d_model**2 + 4 * d_model, d_model)
+
+
+def params_no_norms(d_model, d_ff, kind):
+    return _block(d_model, d_ff, kind, 4 * d_model**2 + 4 * d_model, 0)
+
+
+def params_qkv_only(d_model, d_ff, kind):
+    return _block(d_model, d_ff, kind, 3 * (d_model**2 + d_model), 2 * d_model)
+
+
+def params_4d(d_model, d_ff, kind):
+    return _block(d_model, 4 * d_model, kind, 4 * d_model**2 + 4 * d_model, 2 * d_model)
+
+
+def params_decoder_like_encoder(d_model, d_ff, kind):
+    return _block(d_model, d_ff, "encoder", 4 * d_model**2 + 4 * d_model, 2 * d_model)
+
+
+def params_decoder_two_norms(d_model, d_ff, kind):
+    return _block(d_model, d_ff, kind, 4 * d_model**2 + 4 * d_model, 2 * d_model, n_norm=2)
+
+
+def params_per_head(d_model, d_ff, kind):  # "each of the 8 heads has its own W_q, W_k, W_v, W_o"
+    return _block(d_model, d_ff, kind, 8 * (4 * d_model**2 + 4 * d_model), 2 * d_model)
+
+
+def params_right_torch(d_model, d_ff, kind):
+    from torch import nn
+
+    layer = (nn.TransformerEncoderLayer if kind == "encoder" else nn.TransformerDecoderLayer)(
+        d_model, 1, d_ff)
+    return sum(p.numel() for p in layer.parameters())
+
+
+def params_right_table(d_model, d_ff, kind):
+    linear = {"W_q": (d_model, d_model), "W_k": (d_model, d_model), "W_v": (d_model, d_model),
+              "W_o": (d_model, d_model)}
+    attention = sum(i * o + o for i, o in linear.values())
+    ffn = (d_model * d_ff + d_ff) + (d_ff * d_model + d_model)
+    norms = {"encoder": 2, "decoder": 3}[kind]
+    return {"encoder": 1, "decoder": 2}[kind] * attention + ffn + norms * 2 * d_model
+
+
+def params_right_expanded(d_model, d_ff, kind):
+    d = d_model
+    if kind == "encoder":
+        return 4 * d * d + 2 * d * d_ff + d_ff + 9 * d
+    return 8 * d * d + 2 * d * d_ff + d_ff + 15 * d
+
+
+def flops_multiply_adds(n, d_model, d_ff):
+    return 4 * n * d_model**2 + 2 * n * n * d_model + 2 * n * d_model * d_ff
+
+
+def flops_no_attention(n, d_model, d_ff):
+    return 8 * n * d_model**2 + 4 * n * d_model * d_ff
+
+
+def flops_scores_once(n, d_model, d_ff):
+    return 8 * n * d_model**2 + 2 * n * n * d_model + 4 * n * d_model * d_ff
+
+
+def flops_three_projections(n, d_model, d_ff):
+    return 6 * n * d_model**2 + 4 * n * n * d_model + 4 * n * d_model * d_ff
+
+
+def flops_4d(n, d_model, d_ff):
+    return 24 * n * d_model**2 + 4 * n * n * d_model
+
+
+def flops_one_ffn_layer(n, d_model, d_ff):
+    return 8 * n * d_model**2 + 4 * n * n * d_model + 2 * n * d_model * d_ff
+
+
+def flops_per_head_scores(n, d_model, d_ff):  # divided the n² products by the heads (8): d_head, not d
+    return 8 * n * d_model**2 + 4 * n * n * d_model // 8 + 4 * n * d_model * d_ff
+
+
+def flops_right_products(n, d_model, d_ff):
+    products = [(n, d_model, d_model)] * 4 + [(n, d_model, n), (n, n, d_model), (n, d_model, d_ff),
+                                              (n, d_ff, d_model)]
+    return sum(2 * a * b * c for a, b, c in products)
+
+
+def flops_right_heads(n, d_model, d_ff):
+    h, d_head = 4, d_model / 4  # any number of heads gives the same total
+    attention = h * (2 * n * n * d_head + 2 * n * n * d_head)
+    return int(round(8 * n * d_model * d_model + attention + 4 * n * d_model * d_ff))
+
+
+def flops_right_counter(n, d_model, d_ff):
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    x = torch.zeros(n, d_model)
+    w = torch.zeros(d_model, d_model)
+    with FlopCounterMode(display=False) as counter:
+        q, k, v = x @ w, x @ w, x @ w
+        a = q @ k.T
+        (a @ v) @ w
+        (x @ torch.zeros(d_model, d_ff)) @ torch.zeros(d_ff, d_model)
+    return counter.get_total_flops()
+
+
+def doubling_two(n, d_model, d_ff):
+    return 2.0
+
+
+def doubling_four(n, d_model, d_ff):
+    return 4.0
+
+
+def doubling_attention_grows(n, d_model, d_ff):
+    d = d_model
+    before = 8 * n * d * d + 4 * n * n * d + 4 * n * d * d_ff
+    return (8 * n * d * d + 4 * (2 * n) ** 2 * d + 4 * n * d * d_ff) / before
+
+
+def doubling_inverted(n, d_model, d_ff):
+    d = d_model
+    cost = lambda m: 8 * m * d * d + 4 * m * m * d + 4 * m * d * d_ff  # noqa: E731
+    return cost(n) / cost(2 * n)
+
+
+def doubling_half_way(n, d_model, d_ff):
+    return 3.0  # "between 2 and 4"
+
+
+def doubling_params_ratio(n, d_model, d_ff):  # the parameters do not change with n
+    return 1.0
+
+
+def doubling_right_closed_form(n, d_model, d_ff):
+    return 2 * (2 * d_model + 2 * n + d_ff) / (2 * d_model + n + d_ff)
+
+
+def doubling_right_terms(n, d_model, d_ff):
+    linear, quadratic = 8 * n * d_model**2 + 4 * n * d_model * d_ff, 4 * n * n * d_model
+    return (2 * linear + 4 * quadratic) / (linear + quadratic)
+
+
+def doubling_right_fractions(n, d_model, d_ff):
+    share = 4 * n * n * d_model / (8 * n * d_model**2 + 4 * n * n * d_model + 4 * n * d_model * d_ff)
+    return 2 * (1 - share) + 4 * share
+
+
+def floor_zero(V, eps):
+    return 0.0
+
+
+def floor_right_word(V, eps):
+    return -math.log(1 - eps + eps / V)
+
+
+def floor_wrong_words_only(V, eps):
+    other = eps / (V - 1)
+    return -(1 - eps) * math.log(1 - eps) - (V - 1) * other * math.log(other) if eps else 0.0
+
+
+def floor_bits(V, eps):
+    q = [1 - eps + eps / V] + [eps / V] * (V - 1)
+    return -sum(p * math.log2(p) for p in q if p > 0)
+
+
+def floor_eps_log_v(V, eps):
+    return eps * math.log(V)
+
+
+def floor_uniform_cross_entropy(V, eps):  # the loss of a uniform model
+    return math.log(V)
+
+
+def floor_no_zero_guard(V, eps):  # 0 · ln 0 left to Python: fails at eps = 0
+    return -(1 - eps + eps / V) * math.log(1 - eps + eps / V) - (V - 1) * (eps / V) * math.log(eps / V)
+
+
+def floor_right_torch(V, eps):
+    q = torch.full((V,), eps / V, dtype=torch.float64)
+    q[0] += 1 - eps
+    return float(-(q * torch.where(q > 0, q.log(), torch.zeros_like(q))).sum())
+
+
+def floor_right_xlogy(V, eps):
+    q = torch.tensor([1 - eps + eps / V] + [eps / V] * (V - 1), dtype=torch.float64)
+    return -torch.special.xlogy(q, q).sum().item()
+
+
+def floor_right_cross_entropy(V, eps):  # the smoothed loss of the model that predicts q itself
+    q = torch.full((1, V), eps / V, dtype=torch.float64)
+    q[0, 0] += 1 - eps
+    logits = torch.where(q > 0, q.log(), torch.full_like(q, -1e300))
+    return torch.nn.functional.cross_entropy(logits, torch.tensor([0]), label_smoothing=eps).item()
+
+
+WRONG |= {
+    "block_parameters": [
+        Student(params_weights_only, _has(BLOCK_PARAMETERS, "left out the biases")),
+        Student(params_gain_only, _has(BLOCK_PARAMETERS, "counted one vector per LayerNorm")),
+        Student(params_no_norms, _has(BLOCK_PARAMETERS, "left out the LayerNorms")),
+        Student(params_qkv_only, _has(BLOCK_PARAMETERS, "counted three maps in attention")),
+        Student(params_4d, _has(BLOCK_PARAMETERS, "took d_ff as 4 d_model")),
+        Student(params_decoder_like_encoder, _has(BLOCK_PARAMETERS, "gave the decoder block one attention")),
+        Student(params_decoder_two_norms, _has(BLOCK_PARAMETERS, "gave the decoder block two LayerNorms")),
+        Student(params_per_head, None),
+    ],
+    "block_flops": [
+        Student(flops_multiply_adds, _has(BLOCK_FLOPS, "counted multiply-adds")),
+        Student(flops_no_attention, _has(BLOCK_FLOPS, "left out the attention itself")),
+        Student(flops_scores_once, _has(BLOCK_FLOPS, "counted one of the two n² products")),
+        Student(flops_three_projections, _has(BLOCK_FLOPS, "left out the output projection")),
+        Student(flops_4d, _has(BLOCK_FLOPS, "took d_ff as 4 d_model")),
+        Student(flops_one_ffn_layer, _has(BLOCK_FLOPS, "counted one of the FFN's two layers")),
+        Student(flops_per_head_scores, None),
+    ],
+    "doubling_cost": [
+        Student(doubling_two, _has(DOUBLING_COST, "said 2")),
+        Student(doubling_four, _has(DOUBLING_COST, "said 4")),
+        Student(doubling_attention_grows, _has(DOUBLING_COST, "let only attention grow")),
+        Student(doubling_inverted, _has(DOUBLING_COST, "divided the cost at n")),
+        Student(doubling_half_way, None),
+        Student(doubling_params_ratio, None),
+    ],
+    "smoothed_loss_floor": [
+        Student(floor_zero, _has(SMOOTHED_LOSS_FLOOR, "returned 0")),
+        Student(floor_right_word, _has(SMOOTHED_LOSS_FLOOR, "returned −ln of the right word")),
+        Student(floor_wrong_words_only, _has(SMOOTHED_LOSS_FLOOR, "spread ε over the V − 1 wrong words")),
+        Student(floor_bits, _has(SMOOTHED_LOSS_FLOOR, "gave the answer in bits")),
+        Student(floor_eps_log_v, _has(SMOOTHED_LOSS_FLOOR, "used ε ln V")),
+        Student(floor_uniform_cross_entropy, None),
+        Student(floor_no_zero_guard, None),
+    ],
+}
+
+RIGHT |= {
+    "block_parameters": [params_right_torch, params_right_table, params_right_expanded],
+    "block_flops": [flops_right_products, flops_right_heads, flops_right_counter],
+    "doubling_cost": [doubling_right_closed_form, doubling_right_terms, doubling_right_fractions],
+    "smoothed_loss_floor": [floor_right_torch, floor_right_xlogy, floor_right_cross_entropy],
+}

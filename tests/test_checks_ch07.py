@@ -156,3 +156,54 @@ def test_the_inputs_follow_the_statement():
                 assert table.shape[0] % 2 == 1 and 1 <= n_q <= n_k
             else:
                 assert all(isinstance(a, int) and a >= 1 for a in args)
+
+
+# ----------------------------------------------------------------------------- the thinking questions
+
+
+def test_pe_dot_reference_is_the_dot_product_of_the_encodings_at_every_position():
+    from lmbook.tasks.questions.ch07 import PE_DOT
+
+    for k, d in ((1, 4), (3, 8), (10, 16), (-7, 32), (1000, 64)):
+        pe = lmbook.positions.sinusoidal(1200, d).double()
+        p = torch.arange(max(0, -k), 1200 - max(k, 0))
+        dots = (pe[p] * pe[p + k]).sum(-1)  # every position p the table holds
+        want = PE_DOT.reference(k, d)
+        assert torch.allclose(dots, torch.full_like(dots, want), atol=2e-4), (k, d, want, dots[:3])
+
+
+def test_position_parameters_reference_counts_what_the_models_hold():
+    """The book's models with each scheme, against the same model with none: the difference is the count."""
+    from lmbook.causal_lm import CausalLM, LMConfig
+    from lmbook.tasks.questions.ch07 import POSITION_PARAMETERS
+
+    size = dict(vocab_size=30, block_size=12, d_model=32, n_layer=3, d_ff=64, n_head=4)
+    base = sum(p.numel() for p in CausalLM(LMConfig(**size, positions="none")).parameters())
+    for scheme in ("learned", "sinusoidal", "rope", "alibi", "relative"):
+        model = CausalLM(LMConfig(**size, positions=scheme))
+        extra = sum(p.numel() for p in model.parameters()) - base
+        want = POSITION_PARAMETERS.reference(scheme, n_layer=3, n_head=4, d_model=32, block_size=12,
+                                             max_distance=12)  # the book's D is the block size
+        assert extra == want, f"{scheme}: the model adds {extra}, the reference says {want}"
+
+
+def test_position_parameters_reference_counts_shaws_tables_as_tensor2tensor_builds_them():
+    """Per layer, one (2k + 1, d_head) table for the keys and one for the values, shared by the heads."""
+    from lmbook.tasks.questions.ch07 import POSITION_PARAMETERS
+
+    n_layer, n_head, d_model, k = 6, 8, 512, 16  # Shaw et al.'s base model
+    per_layer = 2 * (2 * k + 1) * (d_model // n_head)
+    assert POSITION_PARAMETERS.reference("shaw", n_layer, n_head, d_model, 100, k) == n_layer * per_layer
+
+
+def test_alibi_weight_ratio_reference_is_the_softmax_of_biased_equal_scores():
+    from lmbook.tasks.questions.ch07 import ALIBI_WEIGHT_RATIO
+
+    n = 12
+    for head, near, far in ((0, 1, 3), (3, 0, 8), (7, 2, 11)):
+        scores = torch.zeros(n, dtype=torch.float64)  # equal content scores for every key
+        bias = lmbook.positions.alibi_bias(8, n)[head, n - 1]  # the last query's row: -m (i - j)
+        w = torch.softmax(scores + bias, dim=-1)
+        m = lmbook.positions.alibi_slopes(8)[head].item()
+        got = (w[n - 1 - near] / w[n - 1 - far]).item()
+        assert got == pytest.approx(ALIBI_WEIGHT_RATIO.reference(m, near, far), rel=1e-12)

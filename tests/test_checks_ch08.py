@@ -418,3 +418,61 @@ def test_a_block_may_use_torchs_layer_norm():
     check("decoder_block", decoder_block)
     with pytest.raises(CheckFailed, match="not graded"):
         check("layer_norm", _torch_layer_norm)
+
+
+# ----------------------------------------------------------------------------- the thinking questions
+
+
+@pytest.mark.parametrize(("d", "d_ff", "n_head"), [(64, 256, 2), (8, 20, 2), (30, 11, 3)])
+def test_block_parameters_reference_counts_the_book_blocks_and_torchs_layers(d, d_ff, n_head):
+    from lmbook.tasks.questions.ch08 import BLOCK_PARAMETERS
+
+    def count(m):
+        return sum(p.numel() for p in m.parameters())
+
+    enc, dec = BLOCK_PARAMETERS.reference(d, d_ff, "encoder"), BLOCK_PARAMETERS.reference(d, d_ff, "decoder")
+    assert count(lmbook.transformer.EncoderBlock(d, n_head, d_ff)) == enc
+    assert count(lmbook.transformer.DecoderBlock(d, n_head, d_ff)) == dec
+    assert count(nn.TransformerEncoderLayer(d, n_head, d_ff)) == enc
+    assert count(nn.TransformerDecoderLayer(d, n_head, d_ff)) == dec
+
+
+@pytest.mark.parametrize(("n", "d", "d_ff"), [(16, 64, 256), (7, 30, 11), (33, 8, 40)])
+def test_block_flops_reference_is_what_torchs_flop_counter_counts_in_an_encoder_block(n, d, d_ff):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from lmbook.tasks.questions.ch08 import BLOCK_FLOPS
+
+    block = lmbook.transformer.EncoderBlock(d, 2 if d % 2 == 0 else 1, d_ff)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        block(torch.randn(1, n, d))
+    assert counter.get_total_flops() == BLOCK_FLOPS.reference(n, d, d_ff)
+
+
+def test_doubling_cost_lies_between_two_and_four_and_is_the_ratio_of_the_counts():
+    from lmbook.tasks.questions.ch08 import BLOCK_FLOPS, DOUBLING_COST
+
+    for n, d, d_ff in ((1, 64, 256), (128, 512, 2048), (100_000, 128, 512)):
+        r = DOUBLING_COST.reference(n, d, d_ff)
+        assert r == pytest.approx(BLOCK_FLOPS.reference(2 * n, d, d_ff) / BLOCK_FLOPS.reference(n, d, d_ff))
+        assert 2 < r < 4, r
+
+
+@pytest.mark.parametrize(("V", "eps"), [(10, 0.1), (2, 0.2), (60, 0.3), (8, 1.0)])
+def test_smoothed_loss_floor_is_the_smoothed_loss_at_its_minimum(V, eps):
+    """Minimise F.cross_entropy(label_smoothing=ε) over the logits: it ends at the reference, from above."""
+    from lmbook.tasks.questions.ch08 import SMOOTHED_LOSS_FLOOR
+
+    logits = torch.zeros(1, V, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([logits], max_iter=200, line_search_fn="strong_wolfe")
+    target = torch.tensor([1])
+
+    def closure():
+        opt.zero_grad()
+        loss = F.cross_entropy(logits, target, label_smoothing=eps)
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    reached = F.cross_entropy(logits, target, label_smoothing=eps).item()
+    assert reached == pytest.approx(SMOOTHED_LOSS_FLOOR.reference(V, eps), abs=1e-7)

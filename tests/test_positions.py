@@ -14,6 +14,7 @@ from lmbook.positions import (
     rope,
     shift_matrix,
     sinusoidal,
+    t5_bucket,
 )
 
 
@@ -120,3 +121,24 @@ def test_relative_bias_is_learned():
     rel = RelativePositionBias(n_head=1, max_distance=3)
     rel(4).sum().backward()
     assert rel.table.grad is not None and rel.table.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize(("n_buckets", "max_distance"), [(32, 128), (16, 64), (8, 20)])
+def test_t5_bucket_equals_hugging_faces_t5(bidirectional, n_buckets, max_distance):
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    offset = torch.arange(-400, 401)[None, :] - torch.arange(3)[:, None]
+    want = T5Attention._relative_position_bucket(offset, bidirectional, n_buckets, max_distance)
+    got = t5_bucket(offset, bidirectional, n_buckets, max_distance)
+    assert torch.equal(got, want), f"buckets differ at offsets {offset[got != want][:10].tolist()}"
+
+
+def test_t5_buckets_are_exact_near_zero_and_logarithmic_beyond():
+    offset = -torch.arange(0, 300)  # keys before the query, causal
+    bucket = t5_bucket(offset, bidirectional=False)
+    assert bucket[:16].tolist() == list(range(16)), "one bucket per distance below 16"
+    assert bucket[128:].eq(31).all(), "every distance from 128 on shares the last bucket"
+    widths = torch.bincount(bucket[:128])[16:]  # distances 16 … 127 in each far bucket
+    assert widths.sum() == 128 - 16 and widths[-1] >= 4 * widths[0], (
+        f"the far buckets should widen geometrically: {widths.tolist()}")

@@ -16,7 +16,7 @@ from lmbook.multihead import merge_heads, split_heads
 from lmbook.positions import sinusoidal
 from lmbook.self_attention import causal_mask, key_padding_to_mask, scaled_dot_product_attention
 from lmbook.seq2seq import BOS, EOS, PAD, translate
-from lmbook.seq2seq_train import fit, teacher_forced_exact_match
+from lmbook.seq2seq_train import fit, inverse_sqrt, smoothed_loss, teacher_forced_exact_match, warmup_cosine
 from lmbook.transformer import DecoderBlock, EncoderBlock, FeedForward, LayerNorm, Transformer
 from lmbook.translation import sample_pairs, vocabularies
 
@@ -278,7 +278,7 @@ def test_model_equals_nn_transformer_with_the_same_weights(norm_first):
     memory = model.encode(x, lengths)
     with torch.no_grad():
         want_memory = ref.encoder(src, src_key_padding_mask=~memory.mask)
-        want = model.W_o(ref(src, tgt, tgt_mask=~causal_mask(y_in.shape[1]), src_key_padding_mask=~memory.mask,
+        want = model.W_y(ref(src, tgt, tgt_mask=~causal_mask(y_in.shape[1]), src_key_padding_mask=~memory.mask,
                              memory_key_padding_mask=~memory.mask))
     _close(memory.H[memory.mask], want_memory[memory.mask], "encoder output vs nn.TransformerEncoder")
     _close(model.decode(y_in, memory), want, "logits vs nn.Transformer")
@@ -323,6 +323,74 @@ def test_warmup_makes_the_first_update_that_fraction_of_the_learning_rate():
         fit(model, _copy_task(), steps=1, batch_size=32, lr=1e-3, warmup=warmup)
         moved[warmup] = (torch.cat([p.detach().flatten() for p in model.parameters()]) - before).norm().item()
     assert moved[10] / moved[0] == pytest.approx(0.1, rel=0.01), f"update sizes {moved}"
+
+
+def test_inverse_sqrt_is_the_papers_formula_and_peaks_at_the_end_of_the_warmup():
+    """Vaswani et al., section 5.3: lrate = d^-0.5 min(step^-0.5, step warmup^-1.5), base model d = 512, 4000."""
+    rates = [inverse_sqrt(s, 512, 4000) for s in range(1, 20_001)]
+    assert max(range(len(rates)), key=rates.__getitem__) + 1 == 4000, "the rate should peak at step 4000"
+    assert rates[3999] == pytest.approx((512 * 4000) ** -0.5, rel=1e-12)
+    assert rates[99] == pytest.approx(100 * 512**-0.5 * 4000**-1.5, rel=1e-12), "linear during the warm-up"
+    assert rates[15_999] == pytest.approx(rates[3999] / 2, rel=1e-12), "four times the steps, half the rate"
+    with pytest.raises(ValueError, match="from 1"):
+        inverse_sqrt(0, 512, 4000)
+
+
+def test_warmup_cosine_is_the_learning_rate_fit_applies_at_every_step(monkeypatch):
+    torch.manual_seed(0)
+    model = Transformer(10, 10, d_model=16, n_head=2, n_layer=1, d_ff=32, dropout=0.0)
+    seen = []
+    original = torch.optim.Adam.step
+
+    def spy(self, *args, **kwargs):
+        seen.append(self.param_groups[0]["lr"])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", spy)
+    fit(model, _copy_task(), steps=30, batch_size=32, lr=2e-3, warmup=8, decay=True)
+    want = [2e-3 * warmup_cosine(k, 30, 8, True) for k in range(30)]
+    assert seen == pytest.approx(want, rel=1e-12), "fit's learning rates are not warmup_cosine's"
+    assert seen[7] == pytest.approx(2e-3 * (0.1 + 0.45 * (1 + math.cos(math.pi * 7 / 30))), rel=1e-12)
+
+
+def test_smoothed_loss_is_the_cross_entropy_against_the_smoothed_target():
+    """(1 − ε) one_hot(y) + ε/V, written out, against F.cross_entropy's label_smoothing; padding left out."""
+    logits, eps, V = _randn(3, 5, 7, seed=1), 0.1, 7
+    targets = torch.tensor([[3, 1, 4, PAD, PAD], [5, 2, 6, 6, 2], [1, PAD, PAD, PAD, PAD]])
+    q = (1 - eps) * F.one_hot(targets, V).double() + eps / V
+    per_token = -(q * logits.log_softmax(-1)).sum(-1)
+    real = targets != PAD
+    want = per_token[real].mean()
+    _close(smoothed_loss(logits, targets, eps), want, "smoothed loss")
+    _close(smoothed_loss(logits, targets, 0.0), F.cross_entropy(logits[real], targets[real]), "ε = 0")
+
+
+def test_fit_with_label_smoothing_trains_on_the_smoothed_loss_of_its_first_batch():
+    from lmbook.seq2seq_train import _trim, length_bucketed_batches
+
+    data = _copy_task()
+    torch.manual_seed(0)
+    model = Transformer(10, 10, d_model=16, n_head=2, n_layer=1, d_ff=32, dropout=0.0)
+    same = Transformer(10, 10, d_model=16, n_head=2, n_layer=1, d_ff=32, dropout=0.0)
+    same.load_state_dict(model.state_dict())
+    log = fit(model, data, steps=1, batch_size=32, seed=3, label_smoothing=0.1)
+    idx = next(length_bucketed_batches(data[1], 32, torch.Generator().manual_seed(3)))
+    x, lengths, y = _trim(data[0][idx], data[1][idx], data[2][idx])
+    want = smoothed_loss(same(x, lengths, y[:, :-1]), y[:, 1:], 0.1).item()
+    assert log.loss[0] == pytest.approx(want, rel=1e-6), "fit's first loss is not the smoothed loss"
+    plain = F.cross_entropy(same(x, lengths, y[:, :-1]).flatten(0, 1), y[:, 1:].flatten(),
+                            ignore_index=PAD).item()
+    assert abs(log.loss[0] - plain) > 1e-3, "the smoothed and the plain loss should differ here"
+
+
+def test_smoothed_loss_is_lowest_when_the_model_gives_the_right_word_one_minus_eps_plus_eps_over_v():
+    eps, V = 0.1, 6
+    best = (1 - eps) * F.one_hot(torch.tensor([[2]]), V).double() + eps / V  # the smoothed target itself
+    at_target = smoothed_loss(best.log(), torch.tensor([[2]]), eps).item()
+    entropy = -(best * best.log()).sum().item()
+    assert at_target == pytest.approx(entropy, rel=1e-12), "the minimum is the entropy of the smoothed target"
+    sharper = (best.log() + 3 * F.one_hot(torch.tensor([[2]]), V)).log_softmax(-1)  # more confident
+    assert smoothed_loss(sharper, torch.tensor([[2]]), eps).item() > at_target, "more confidence costs loss"
 
 
 def test_fit_records_the_training_seconds_at_each_check():

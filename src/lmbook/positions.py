@@ -18,8 +18,17 @@ i + d/2 ("half-split"). Both are the same rotation up to a permutation of the di
 trained with one are wrong under the other.
 
 ALiBi (Press et al., 2022) adds -m_h (i - j) to head h's score of query i for key j ≤ i: a linear penalty
-on distance, a different slope m_h per head, nothing learned. A relative-position bias (Shaw et al., 2018;
-T5 buckets it) learns one number per head and clipped offset j - i instead.
+on distance, a different slope m_h per head, nothing learned.
+
+:class:`RelativePositionBias` learns one *number* per head and clipped offset clip(j - i, -D, D), added to
+the scores and shared by all layers. It combines two papers, neither of which did exactly this:
+
+* Shaw et al. (2018) clip the offset at ±k, as here, but learn *vectors* a^K_{j-i} (and a^V_{j-i}) of the
+  head's size, shared by the heads and one set per layer, and add them to the keys (and values):
+  e_ij = q_i · (k_j + a^K_{j-i}) / sqrt(d_head).
+* T5 (Raffel et al., 2020) learns a scalar per head and offset, shared by all layers, as here, but maps
+  the offsets to 32 buckets (:func:`t5_bucket`): one bucket per offset near 0, logarithmically wider ones
+  further out, and one for every offset beyond 128.
 """
 
 from __future__ import annotations
@@ -38,9 +47,10 @@ def frequencies(d: int, base: float = 10000.0, device: torch.device | str | None
 
 
 def sinusoidal(n_pos: int, d: int, base: float = 10000.0) -> torch.Tensor:
-    """(n_pos, d) encodings PE(p)[2i] = sin(p θ_i), PE(p)[2i+1] = cos(p θ_i), in float32."""
-    angles = torch.arange(n_pos, dtype=torch.float64)[:, None] * frequencies(d, base)  # (n_pos, d/2)
-    pe = torch.stack([angles.sin(), angles.cos()], dim=-1)  # (n_pos, d/2, 2): pairs side by side
+    """(n_pos, d) encodings: PE(p)[2i] = sin(p θ_i), PE(p)[2i+1] = cos(p θ_i)."""
+    p = torch.arange(n_pos, dtype=torch.float64)
+    angles = p[:, None] * frequencies(d, base)  # p θ_i, (n_pos, d/2)
+    pe = torch.stack([angles.sin(), angles.cos()], dim=-1)  # sin at 2i, cos at 2i+1
     return pe.reshape(n_pos, d).float()
 
 
@@ -67,15 +77,18 @@ def rope(x: torch.Tensor, positions: torch.Tensor | None = None, base: float = 1
     loses digits in float32 for large p), the rotation in x's dtype.
     """
     T, d = x.shape[-2], x.shape[-1]
-    positions = torch.arange(T, device=x.device) if positions is None else positions.to(x.device)
-    angles = positions.double()[:, None] * frequencies(d, base, x.device)  # (T, d/2)
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
-    if interleaved:
+    if positions is None:
+        positions = torch.arange(T, device=x.device)
+    angles = positions.to(x.device).double()[:, None] * frequencies(d, base, x.device)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # (T, d/2)
+    if interleaved:  # pair i = (x_2i, x_2i+1), the paper's
         x1, x2 = x[..., 0::2], x[..., 1::2]
-    else:
+    else:  # pair i = (x_i, x_i+d/2), GPT-NeoX's and Llama's
         x1, x2 = x[..., : d // 2], x[..., d // 2:]
-    r1, r2 = x1 * cos - x2 * sin, x1 * sin + x2 * cos  # (x1 + i x2) · e^{i p θ}
-    return torch.stack([r1, r2], dim=-1).flatten(-2) if interleaved else torch.cat([r1, r2], dim=-1)
+    r1, r2 = x1 * cos - x2 * sin, x1 * sin + x2 * cos  # (x1 + i x2) · e^{i p θ_i}
+    if interleaved:
+        return torch.stack([r1, r2], dim=-1).flatten(-2)
+    return torch.cat([r1, r2], dim=-1)
 
 
 def alibi_slopes(n_head: int) -> torch.Tensor:
@@ -120,7 +133,32 @@ class RelativePositionBias(nn.Module):
 
     def forward(self, n_q: int, n_k: int | None = None) -> torch.Tensor:
         n_k = n_q if n_k is None else n_k
-        i = torch.arange(n_q, device=self.table.device)[:, None] + (n_k - n_q)
-        offset = torch.arange(n_k, device=self.table.device)[None, :] - i  # j - i
-        index = offset.clamp(-self.max_distance, self.max_distance) + self.max_distance
-        return self.table[index].permute(2, 0, 1)  # (n_q, n_k, n_head) -> (n_head, n_q, n_k)
+        device = self.table.device
+        i = torch.arange(n_q, device=device)[:, None] + (n_k - n_q)  # queries last
+        offset = torch.arange(n_k, device=device)[None, :] - i  # j - i, (n_q, n_k)
+        D = self.max_distance
+        index = offset.clamp(-D, D) + D  # row 0 holds offset -D
+        return self.table[index].permute(2, 0, 1)  # (n_head, n_q, n_k)
+
+
+def t5_bucket(offset: torch.Tensor, bidirectional: bool = True, n_buckets: int = 32,
+              max_distance: int = 128) -> torch.Tensor:
+    """T5's bucket of each offset j - i (Raffel et al., 2020; Mesh TensorFlow's code, as Hugging Face's).
+
+    Bidirectional (the encoder): half the buckets for keys before the query, half for keys after it.
+    Causal (the decoder): all of them for keys before it, and offsets > 0 count as 0. Within a direction
+    of b buckets, distances 0 … b/2 - 1 get one bucket each; larger ones share buckets spaced
+    logarithmically up to ``max_distance``, and every distance beyond it shares the last bucket.
+    """
+    bucket = torch.zeros_like(offset)
+    if bidirectional:
+        n_buckets //= 2
+        bucket = bucket + (offset > 0).long() * n_buckets  # keys after the query
+        distance = offset.abs()
+    else:
+        distance = (-offset).clamp(min=0)
+    exact = n_buckets // 2
+    far = distance.clamp(min=1).float() / exact  # clamp: log(0) is never used, but must not warn
+    log_bucket = exact + (far.log() / math.log(max_distance / exact) * (n_buckets - exact)).long()
+    log_bucket = log_bucket.clamp(max=n_buckets - 1)
+    return bucket + torch.where(distance < exact, distance, log_bucket)

@@ -1,5 +1,19 @@
 """Training a :class:`lmbook.seq2seq.Seq2Seq` translator: sentence pairs to padded batches of similar length,
-the validation loss, and the training loop (Adam, gradient clipping, an optional cosine decay)."""
+the validation loss, and the training loop (Adam, gradient clipping, a learning-rate warm-up and cosine
+decay, label smoothing).
+
+Learning-rate schedules, as factors of the peak rate (chapter 8 plots them):
+
+    warmup_cosine(k)  = min(1, (k + 1) / warmup) · (0.1 + 0.45 (1 + cos(π k / steps)))   what ``fit`` uses
+    inverse_sqrt(s)   = d^-0.5 · min(s^-0.5, s · warmup^-1.5)                            Vaswani et al. (2017)
+
+The paper's schedule is a rate, not a factor: it rises linearly for ``warmup`` steps (s counts from 1), peaks
+at (d · warmup)^-0.5 and then falls as 1/sqrt(s).
+
+Label smoothing (Szegedy et al., 2016; ε = 0.1 in Vaswani et al.) trains against the target
+(1 − ε) · one_hot(y) + ε / V, V the vocabulary size (``F.cross_entropy(label_smoothing=ε)``'s convention):
+the loss can then never reach 0, and it is lowest when the model gives the right word 1 − ε + ε/V.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .seq2seq import PAD, Seq2Seq
@@ -93,26 +108,46 @@ def teacher_forced_exact_match(model: Seq2Seq, data, batch_size: int = 500) -> f
     return right / len(x)
 
 
+def warmup_cosine(k: int, steps: int, warmup: int = 0, decay: bool = True) -> float:
+    """The factor of the peak learning rate at step k = 0, 1, … (steps taken so far) that ``fit`` uses.
+
+    A linear ramp from 1/warmup to 1 over ``warmup`` steps (none if 0), times, with ``decay``, a cosine
+    from 1 down to 0.1 over ``steps``.
+    """
+    ramp = min(1.0, (k + 1) / warmup) if warmup else 1.0
+    cosine = 0.1 + 0.45 * (1 + math.cos(math.pi * k / steps)) if decay else 1.0
+    return ramp * cosine
+
+
+def inverse_sqrt(s: int, d_model: int, warmup: int) -> float:
+    """The paper's rate at step s = 1, 2, …: d^-0.5 min(s^-0.5, s warmup^-1.5)."""
+    if s < 1:
+        raise ValueError(f"the paper counts steps from 1, got {s}")
+    return d_model**-0.5 * min(s**-0.5, s * warmup**-1.5)
+
+
+def smoothed_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float) -> torch.Tensor:
+    """Cross-entropy against (1 − ε) one_hot(y) + ε/V, averaged over the non-pad targets (B, T)."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=PAD,
+                           label_smoothing=label_smoothing)
+
+
 def fit(model: Seq2Seq, train, val=None, *, steps: int, batch_size: int = 64, lr: float = 3e-3,
         clip: float = 1.0, seed: int = 0, eval_every: int | None = None,
         metric: Callable[[Seq2Seq], float] | None = None, decay: bool = False, warmup: int = 0,
-        betas: tuple[float, float] = (0.9, 0.999)) -> TrainLog:
+        betas: tuple[float, float] = (0.9, 0.999), label_smoothing: float = 0.0) -> TrainLog:
     """Train with Adam on length-bucketed batches of (x, x_len, y), clipping the gradient norm at ``clip``.
 
     Every ``eval_every`` steps (and at the end) the validation loss on ``val`` is recorded, and
-    ``metric(model)`` too if given (the time these take is not counted in ``seconds``). With ``decay``
-    the learning rate falls along a cosine from ``lr`` to lr / 10 over the ``steps``; by default it is constant.
-    With ``warmup`` it first rises linearly from lr / warmup to ``lr`` over that many steps.
+    ``metric(model)`` too if given (the time these take is not counted in ``seconds``). The learning rate is
+    ``lr`` times :func:`warmup_cosine`: with ``decay`` it falls along a cosine from ``lr`` to lr / 10 over
+    the ``steps`` (by default it is constant); with ``warmup`` it first rises linearly from lr / warmup to
+    ``lr`` over that many steps. With ``label_smoothing`` ε > 0 the training loss is :func:`smoothed_loss`;
+    the logged validation loss stays the plain cross-entropy, comparable across ε.
     """
     device = model.device
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=betas)
-
-    def schedule(k: int) -> float:  # k = steps taken so far
-        ramp = min(1.0, (k + 1) / warmup) if warmup else 1.0
-        cosine = 0.1 + 0.45 * (1 + math.cos(math.pi * k / steps)) if decay else 1.0
-        return ramp * cosine
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: warmup_cosine(k, steps, warmup, decay))
     x, x_len, y = train
     batches = length_bucketed_batches(x_len, batch_size, torch.Generator().manual_seed(seed))
     log, start = TrainLog(), time.perf_counter()
@@ -120,7 +155,10 @@ def fit(model: Seq2Seq, train, val=None, *, steps: int, batch_size: int = 64, lr
         model.train()
         idx = next(batches)
         xb, lb, yb = (t.to(device) for t in _trim(x[idx], x_len[idx], y[idx]))
-        loss = model.loss(xb, lb, yb)
+        if label_smoothing:
+            loss = smoothed_loss(model(xb, lb, yb[:, :-1]), yb[:, 1:], label_smoothing)
+        else:
+            loss = model.loss(xb, lb, yb)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), clip)

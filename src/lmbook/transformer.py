@@ -6,8 +6,8 @@ residual connection and LayerNorm, and the encoder–decoder translator built fr
 
 Each sub-layer f (attention or the FFN) is wrapped in one of two ways:
 
-    post-LN (the paper):          x = LN(x + f(x))
-    pre-LN (GPT-2 and later):     x = x + f(LN(x))
+    post-LN (the paper; BERT, RoBERTa, ALBERT, ELECTRA, BART, DeBERTa):   x = LN(x + f(x))
+    pre-LN (GPT-2 and most large decoder-only models since):              x = x + f(LN(x))
 
 Pre-LN never normalises the residual stream x itself, so a model built from it needs one last LN after its
 last block; it also trains stably without the learning-rate warm-up post-LN needs (Xiong et al., 2020). A
@@ -24,18 +24,21 @@ The translator (same interface as :class:`lmbook.seq2seq.Seq2Seq`, so :func:`lmb
 
     H      = Encoder(sqrt(d) E_src[x] + PE)            N encoder blocks, then LN if ``final_norm``: the memory
     s      = Decoder(sqrt(d) E_tgt[y_<t] + PE, H)      N decoder blocks, then LN if ``final_norm``
-    logits = s W_o + b_o
+    logits = s W_y + b_y                             the vocabulary layer (W_o is only attention's output map)
 
 PE is :func:`lmbook.positions.sinusoidal`. Dropout (rate ``dropout``) falls on the embeddings, on each
 sub-layer's output before it is added to x, and on the FFN's hidden layer, as in ``torch.nn.Transformer``,
 which also drops attention weights (here none are). Decoding encodes the source once but reruns the decoder
 on the whole prefix at every step (no key/value cache), so T generated tokens cost O(T²) decoder positions.
 
-**LayerNorm.** :class:`LayerNorm` is ``nn.LayerNorm``: biased variance (divide by d), ε inside the square
-root. The Annotated Transformer writes g (x − μ) / (std + ε) + b with torch's default *unbiased* std
-(divide by d − 1): its output is sqrt(d / (d − 1)) times larger, 0.1% for d = 512 (the gain learns around
-it, so it trains as well) but 15% for d = 4, and ε on the std instead of the variance matters where σ is
-small. Its weights are not interchangeable with ``nn.LayerNorm``'s.
+**LayerNorm.** :class:`LayerNorm` is ``nn.LayerNorm``: biased variance (divide by d), ε = 1e-5 inside the
+square root. The Annotated Transformer (Rush, 2018) writes g (x − μ) / (std + ε) + b with ε = 1e-6 and
+torch's default *unbiased* std (divide by d − 1): its output is sqrt((d − 1) / d) times nn.LayerNorm's, 0.1%
+smaller for d = 512 (the gain learns around it, so it trains as well) but 13% for d = 4, and ε on the std
+instead of the variance matters where σ is small. Its weights are not interchangeable with
+``nn.LayerNorm``'s. Its ``SublayerConnection`` is also pre-LN, x + dropout(f(LN(x))), with a final LN after
+each stack ("for code simplicity the norm is first as opposed to last"), although the paper it annotates
+is post-LN.
 
 **Traps in torch's layers** (``load_torch`` copies their weights into these blocks; the tests compare them):
 
@@ -250,7 +253,7 @@ class Transformer(Translator):
         final_norm = norm_first if final_norm is None else final_norm
         self.ln_enc = LayerNorm(d_model) if final_norm else nn.Identity()
         self.ln_dec = LayerNorm(d_model) if final_norm else nn.Identity()
-        self.W_o = nn.Linear(d_model, tgt_vocab_size)
+        self.W_y = nn.Linear(d_model, tgt_vocab_size)  # the vocabulary layer
 
 
     def embed(self, ids: torch.Tensor, E: nn.Embedding) -> torch.Tensor:
@@ -276,7 +279,7 @@ class Transformer(Translator):
         s = self.embed(y_in, self.tgt_E)
         for block in self.decoder:
             s, weights = block(s, memory.H, memory.mask)
-        logits = self.W_o(self.ln_dec(s))
+        logits = self.W_y(self.ln_dec(s))
         return (logits, weights.mean(1)) if return_alpha else logits
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, y_in: torch.Tensor) -> torch.Tensor:
@@ -330,7 +333,7 @@ class Transformer(Translator):
         """Copy the blocks and final norms of an ``nn.Transformer`` (batch_first; same sizes and norm order).
 
         Needs ``final_norm=True``: ``nn.Transformer`` always ends its encoder and its decoder with a LayerNorm.
-        Embeddings and W_o stay as they are (``nn.Transformer`` has none).
+        Embeddings and W_y stay as they are (``nn.Transformer`` has none).
         """
         if not isinstance(self.ln_enc, LayerNorm):
             raise ValueError("nn.Transformer ends its encoder and decoder with a LayerNorm: build with final_norm=True")

@@ -12,10 +12,11 @@ attention scores are indexed (head, query i, key j); a query is at the end of th
 from __future__ import annotations
 
 from ...grading.checks import Registry
+from ..questions.ch07 import QUESTIONS
 from .alibi import ALIBI
 from .relative import RELATIVE
 from .rope import ROPE
 from .sinusoidal import SINUSOIDAL
 
 CHECKS = [SINUSOIDAL, ROPE, ALIBI, RELATIVE]
-check = Registry(CHECKS)
+check = Registry(CHECKS + QUESTIONS)

@@ -18,10 +18,11 @@ has no padding here: all of its positions are graded.
 from __future__ import annotations
 
 from ...grading.checks import Registry
+from ..questions.ch08 import QUESTIONS
 from .decoder_block import DECODER_BLOCK
 from .encoder_block import ENCODER_BLOCK
 from .feed_forward import FEED_FORWARD
 from .layer_norm import LAYER_NORM
 
 CHECKS = [LAYER_NORM, FEED_FORWARD, ENCODER_BLOCK, DECODER_BLOCK]
-check = Registry(CHECKS)
+check = Registry(CHECKS + QUESTIONS)
