@@ -46,6 +46,7 @@ from ..grading.compare import describe_tensor_mismatch, describe_value, to_refer
 from .ch05 import COURSE, COURSE_ATTRS, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS
 from .common import load_weights
 from .common import randn as _randn
+from .questions.ch09 import QUESTIONS
 
 # GPT-2's pre-tokeniser: contractions, letters (with one space before), digits, other symbols, whitespace runs
 # (a run before a word leaves its last space to the word)
@@ -949,4 +950,4 @@ POOL_LAST = Check(
 )
 
 CHECKS = [TRAIN_BPE, ENCODE, DECODE, GPT_BLOCK, CACHED_ATTENTION, FORMAT_PAIR, POOL_LAST]
-check = Registry(CHECKS)
+check = Registry(CHECKS + QUESTIONS)

@@ -43,6 +43,7 @@ from .. import bert as _course_bert
 from ..grading.checks import Case, Check, Mutant, Registry
 from ..grading.compare import describe_scalar_mismatch, describe_tensor_mismatch, describe_value
 from .common import randn as _randn
+from .questions.ch10 import QUESTIONS
 
 _BERT = _course_bert
 MODULES = ("lmbook.bert", "lmbook.transformer", "lmbook.gpt", "lmbook.finetune", "transformers", "tokenizers")
@@ -1181,4 +1182,4 @@ COUNT_PARAMETERS = Check(
 )
 
 CHECKS = [MASK_TOKENS, BUILD_INPUTS, BERT_EMBEDDINGS, SPAN_LOSS, BEST_SPAN, COUNT_PARAMETERS]
-check = Registry(CHECKS)
+check = Registry(CHECKS + QUESTIONS)

@@ -1,0 +1,1 @@
+"""Thinking questions: each exercise's derive, count and predict questions, graded as small functions."""
