@@ -219,7 +219,7 @@ def test_class_page_gives_each_tasks_full_partial_and_zero_marks(graded):
 def test_class_page_ranks_the_named_mistakes_with_the_students_who_made_them(graded):
     rows = _page(graded["out"]).tables["mistakes"][1:]
     found = {(task, mistake): (int(n), who) for n, task, mistake, who in rows}
-    # partly_wrong and its copy leave out the bias (tasks/ch01.py names that mistake; the others name none)
+    # partly_wrong and its copy leave out the bias (lmbook.tasks.ch01 names that mistake; the others name none)
     assert found.get(("ffnn_forward", "left out the hidden bias b")) == (2, "partly_wrong, partly_wrong_too"), found
     counts = [int(r[0]) for r in rows]
     assert counts[0] == 2 and counts[-1] >= 1, f"the most common mistake is held by 2: {rows}"

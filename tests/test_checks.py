@@ -144,7 +144,7 @@ def test_feedback_preprocessor_strips_tracebacks_that_quote_hidden_tests():
 
 
 def test_train_lm_is_retrained_when_the_student_redefines_it(monkeypatch):
-    import lmbook.tasks.ch01 as ch01
+    from lmbook.tasks.ch01 import train_lm as ch01
 
     calls = []
 
@@ -162,7 +162,7 @@ def test_train_lm_is_retrained_when_the_student_redefines_it(monkeypatch):
 
 
 def test_bigram_baseline_matches_a_hand_count():
-    from lmbook.tasks.ch01 import bigram_perplexity
+    from lmbook.tasks.ch01.train_lm import bigram_perplexity
 
     train, test = torch.tensor([0, 1, 0, 1, 0, 0]), torch.tensor([0, 1, 0])
     # add-k counts, k=0.01, V=2: from 0 -> (0: 1, 1: 2) ; from 1 -> (0: 2, 1: 0)
@@ -176,7 +176,7 @@ def test_bigram_baseline_matches_a_hand_count():
 # Logits built by hand stand for trained models: each symptom gets its own advice, not one fixed hint.
 
 def _eval_set(V=10, n=2000, seed=0):
-    from lmbook.tasks.ch01 import EvalSet
+    from lmbook.tasks.ch01.train_lm import EvalSet
 
     g = torch.Generator().manual_seed(seed)
     freq = torch.softmax(torch.randn(V, generator=g), 0)
@@ -189,7 +189,7 @@ def _eval_set(V=10, n=2000, seed=0):
 
 
 def _judge(ev, logits, window=4):
-    from lmbook.tasks.ch01 import judge_model
+    from lmbook.tasks.ch01.train_lm import judge_model
 
     return judge_model(ev, logits, window, seconds=1.0)
 

@@ -17,8 +17,12 @@ import lmbook.metrics
 from lmbook.grading.checks import CheckFailed, case_inputs
 from lmbook.grading.compare import to_reference
 from lmbook.grading.verdict import case_problem
-from lmbook.tasks import ch03
 from lmbook.tasks.ch03 import CHECKS, check
+from lmbook.tasks.ch03.beam import _beam_with
+from lmbook.tasks.ch03.bleu import _bleu_ref, _bleu_with
+from lmbook.tasks.ch03.greedy import _greedy_with
+from lmbook.tasks.ch03.teacher_forcing import _tf_loss_ref, _tf_with
+from lmbook.tasks.ch03.toy_decoder import _table, beam_ref, greedy_ref
 
 BY_TASK = {c.task: c for c in CHECKS}
 CPU = torch.device("cpu")
@@ -93,8 +97,8 @@ RIGHT = {"teacher_forcing_loss": teacher_forcing_loss, "greedy_decode": greedy_d
 @pytest.mark.parametrize("seed", [0, 1, 2, 123])
 def test_cases_are_deterministic_and_the_mutants_settings_are_right_by_default(seed):
     """Each case draws the same inputs for a seed; the mutants' generic implementations are right when unmutated."""
-    defaults = {"teacher_forcing_loss": ch03._tf_with(), "greedy_decode": ch03._greedy_with(),
-                "beam_search": ch03._beam_with(), "corpus_bleu": ch03._bleu_with()}
+    defaults = {"teacher_forcing_loss": _tf_with(), "greedy_decode": _greedy_with(),
+                "beam_search": _beam_with(), "corpus_bleu": _bleu_with()}
     for c in CHECKS:
         for i, case in enumerate([*c.cases, *c.hidden_cases]):
             args, kwargs = case_inputs(case, seed, i, CPU)
@@ -123,8 +127,8 @@ def _brute_force(log_probs, bos, eos, max_len, alpha):
 @pytest.mark.parametrize("alpha", [0.0, 0.7, 1.0])
 def test_an_exhaustive_reference_beam_is_brute_force(seed, alpha):
     V, max_len, bos, eos = 4, 4, 3, 1
-    log_probs = ch03._table(torch.Generator().manual_seed(seed), max_len, V, eos).double()
-    tokens, score = ch03._beam_ref(log_probs, bos, eos, V ** max_len, max_len, alpha)
+    log_probs = _table(torch.Generator().manual_seed(seed), max_len, V, eos).double()
+    tokens, score = beam_ref(log_probs, bos, eos, V ** max_len, max_len, alpha)
     best, best_score = _brute_force(log_probs, bos, eos, max_len, alpha)
     assert tokens == best
     assert score == pytest.approx(best_score, abs=1e-12)
@@ -134,9 +138,9 @@ def test_an_exhaustive_reference_beam_is_brute_force(seed, alpha):
 @pytest.mark.parametrize("seed", range(20))
 def test_the_reference_beam_of_one_is_the_reference_greedy(seed):
     V, max_len, bos, eos = 5, 6, 0, 2
-    log_probs = ch03._table(torch.Generator().manual_seed(seed), max_len, V, eos).double()
-    tokens, score = ch03._beam_ref(log_probs, bos, eos, 1, max_len, 1.0)
-    assert tokens == ch03._greedy_ref(log_probs, bos, eos, max_len)
+    log_probs = _table(torch.Generator().manual_seed(seed), max_len, V, eos).double()
+    tokens, score = beam_ref(log_probs, bos, eos, 1, max_len, 1.0)
+    assert tokens == greedy_ref(log_probs, bos, eos, max_len)
     assert score == pytest.approx(_log_prob(log_probs, bos, tokens) / len(tokens))
 
 
@@ -149,10 +153,10 @@ def test_a_narrow_beam_is_not_exact_and_the_cases_show_it():
         for i, case in enumerate(c.cases):
             args, _ = case_inputs(case, seed, i, CPU)
             log_probs, bos, eos, beam, max_len, alpha = args
-            tokens, _ = ch03._beam_ref(log_probs.double(), bos, eos, beam, max_len, alpha)
+            tokens, _ = beam_ref(log_probs.double(), bos, eos, beam, max_len, alpha)
             not_exact += tokens != _brute_force(log_probs.double(), bos, eos, max_len, alpha)[0]
             if i == 0:
-                assert tokens != ch03._greedy_ref(log_probs.double(), bos, eos, max_len)
+                assert tokens != greedy_ref(log_probs.double(), bos, eos, max_len)
     assert not_exact > 0
 
 
@@ -161,7 +165,7 @@ def test_the_bleu_reference_reproduces_the_course_example_and_sacrebleu():
     refs = ["the cat is on the mat".split(), "there is a cat on the mat".split()]
     # p_1 = 5/7, p_2 = 4/6 (clipping), p_3 = 2/5, p_4 = 1/4; c = 7, r = 7: BP = 1
     expected = 100 * math.exp((math.log(5 / 7) + math.log(4 / 6) + math.log(2 / 5) + math.log(1 / 4)) / 4)
-    assert ch03._bleu_ref([cand], [refs]) == pytest.approx(expected, abs=1e-9)
+    assert _bleu_ref([cand], [refs]) == pytest.approx(expected, abs=1e-9)
     assert sacrebleu.corpus_bleu([" ".join(cand)], [[" ".join(refs[0])], [" ".join(refs[1])]],
                                  tokenize="none", smooth_method="none").score == pytest.approx(expected, abs=1e-9)
 
@@ -175,7 +179,7 @@ def test_the_bleu_cases_exercise_ties_brevity_and_zero():
     assert any(len(rs) == 3 for rs in refs)  # a third, longest reference: "longest" and "ties to the longer" differ
     i, case = next(v for k, v in by_name.items() if "BLEU is 0" in k)
     args, _ = case_inputs(case, 0, i, CPU)
-    assert ch03._bleu_ref(*args) == 0 and ch03._bleu_with(mean="arithmetic")(*args) > 0
+    assert _bleu_ref(*args) == 0 and _bleu_with(mean="arithmetic")(*args) > 0
 
 
 # ----------------------------------------------------------------------------- the book's library agrees
@@ -249,11 +253,11 @@ def test_the_beam_cases_against_brute_force(seed):
     output of all ends in <eos> and the beam prunes it (an exhaustive search would be marked wrong)."""
     for words in ("holds every candidate", "3^5"):
         log_probs, bos, eos, beam, max_len, alpha = _hidden("beam_search", words, seed)
-        assert ch03._beam_ref(log_probs.double(), bos, eos, beam, max_len, alpha)[0] == \
+        assert beam_ref(log_probs.double(), bos, eos, beam, max_len, alpha)[0] == \
             _brute_force(log_probs.double(), bos, eos, max_len, alpha)[0]
     log_probs, bos, eos, beam, max_len, alpha = _hidden("beam_search", "pruned it", seed)
     best = _brute_force(log_probs.double(), bos, eos, max_len, alpha)[0]
-    assert best[-1] == eos and ch03._beam_ref(log_probs.double(), bos, eos, beam, max_len, alpha)[0] != best
+    assert best[-1] == eos and beam_ref(log_probs.double(), bos, eos, beam, max_len, alpha)[0] != best
 
 
 @pytest.mark.parametrize("seed", [0, 5, 1234])
@@ -263,7 +267,7 @@ def test_the_loss_cases_spread_the_rows_and_let_padding_dominate(seed):
     maxima = logits.amax(-1)
     assert float(maxima[real].max() - maxima[real].min()) > 70  # one max for the batch underflows some rows
     assert float(maxima[~real].min()) > float(maxima[real].max()) + 100  # padding would dominate
-    assert math.isfinite(float(ch03._tf_loss_ref(logits, y, pad_id)))
+    assert math.isfinite(float(_tf_loss_ref(logits, y, pad_id)))
 
 
 @pytest.mark.parametrize("seed", [0, 5, 1234])

@@ -17,8 +17,13 @@ import lmbook.bpe
 import lmbook.gpt
 from lmbook.assets import npm_package_dir
 from lmbook.grading.checks import CheckFailed, case_inputs
-from lmbook.tasks import ch09
-from lmbook.tasks.ch09 import CHECKS, GPT2_PATTERN, check
+from lmbook.tasks.ch09 import CHECKS, check
+from lmbook.tasks.ch09.cached_attention import _cache_of, _cached_ref, _sequence, project_kv
+from lmbook.tasks.ch09.decode import _decode_ref
+from lmbook.tasks.ch09.encode import encode_ref
+from lmbook.tasks.ch09.gpt_block import _block_ref, _block_with
+from lmbook.tasks.ch09.shared import GPT2_PATTERN, corpus, vocab_of
+from lmbook.tasks.ch09.train_bpe import RUNS, TIES, UNICODE, WHITESPACE, train_ref
 
 BY_TASK = {c.task: c for c in CHECKS}
 CPU = torch.device("cpu")
@@ -36,11 +41,11 @@ CORPORA = {
     "english": "The Fulton County Grand Jury said Friday an investigation of Atlanta's recent primary election "
                "produced no evidence that any irregularities took place. The jury further said in term-end "
                "presentments that the City Executive Committee deserves the praise and thanks of the City.\n" * 2,
-    "ties": ch09.TIES,
-    "runs": ch09.RUNS,
-    "unicode": ch09.UNICODE,
-    "whitespace": ch09.WHITESPACE,
-    "made-up": ch09._corpus(torch.Generator().manual_seed(3), 300, unicode=True),
+    "ties": TIES,
+    "runs": RUNS,
+    "unicode": UNICODE,
+    "whitespace": WHITESPACE,
+    "made-up": corpus(torch.Generator().manual_seed(3), 300, unicode=True),
 }
 
 
@@ -53,14 +58,14 @@ def _lib_merges(text: str, n_merges: int) -> list[tuple[int, int]]:
 
 @pytest.mark.parametrize("name", list(CORPORA))
 def test_the_training_reference_equals_lmbook_bpe(name):
-    ref = ch09._train_ref(CORPORA[name], 80)
+    ref = train_ref(CORPORA[name], 80)
     assert ref == _lib_merges(CORPORA[name], 80)
     assert len(ref) > 5
 
 
 def test_the_ties_corpus_has_ties_and_the_smallest_pair_wins():
     """The first merges of 'abab cdcd efef ghgh' all tie at the same count: the smallest pair goes first."""
-    merges = ch09._train_ref(ch09.TIES, 4)
+    merges = train_ref(TIES, 4)
     assert merges[0] == (ord("a"), ord("b"))
     assert merges[:4] == sorted(merges[:4])
 
@@ -71,10 +76,10 @@ def test_the_library_agrees_with_the_training_reference_on_every_case():
 
 
 def test_training_stops_early_and_n_merges_zero():
-    assert ch09._train_ref("The quick brown fox jumps\n", 10) == []
-    assert ch09._train_ref("the cat, the hat\n", 50) == _lib_merges("the cat, the hat\n", 50)
-    assert len(ch09._train_ref("the cat, the hat\n", 50)) < 50
-    assert ch09._train_ref("anything at all", 0) == []
+    assert train_ref("The quick brown fox jumps\n", 10) == []
+    assert train_ref("the cat, the hat\n", 50) == _lib_merges("the cat, the hat\n", 50)
+    assert len(train_ref("the cat, the hat\n", 50)) < 50
+    assert train_ref("anything at all", 0) == []
 
 
 def test_the_pattern_is_lmbooks_and_keeps_every_character():
@@ -120,11 +125,11 @@ def tiktoken_gpt2():
 def test_the_encode_and_decode_references_are_gpt2s_tokenizer(gpt2_merges, tiktoken_gpt2, text):
     """With GPT-2's merges, the reference's tokens are tiktoken's, one for one (ids mapped through their bytes), and
     decoding gives the text back, as tiktoken's decode does."""
-    ours = ch09._encode_ref(text, gpt2_merges)
-    vocab = ch09._vocab(gpt2_merges)
+    ours = encode_ref(text, gpt2_merges)
+    vocab = vocab_of(gpt2_merges)
     theirs = tiktoken_gpt2.encode(text)
     assert [tiktoken_gpt2.encode_single_token(vocab[i]) for i in ours] == theirs
-    assert ch09._decode_ref(ours, gpt2_merges) == text == tiktoken_gpt2.decode(theirs)
+    assert _decode_ref(ours, gpt2_merges) == text == tiktoken_gpt2.decode(theirs)
 
 
 def test_decoding_a_cut_character_gives_ufffd_as_tiktoken_does(gpt2_merges, tiktoken_gpt2):
@@ -132,14 +137,14 @@ def test_decoding_a_cut_character_gives_ufffd_as_tiktoken_does(gpt2_merges, tikt
     data = text.encode("utf-8")
     for cut in range(len(data)):
         partial_ids = list(data[:cut])  # single bytes: ids 0-255 in this convention
-        got = ch09._decode_ref(partial_ids, gpt2_merges)
+        got = _decode_ref(partial_ids, gpt2_merges)
         assert got == tiktoken_gpt2.decode_bytes([tiktoken_gpt2.encode_single_token(bytes([b]))
                                                   for b in data[:cut]]).decode("utf-8", errors="replace")
-    assert ch09._decode_ref(list("🙂".encode())[:3], gpt2_merges) == "\ufffd"
+    assert _decode_ref(list("🙂".encode())[:3], gpt2_merges) == "\ufffd"
 
 
 def _lib_tokenizer(merges) -> lmbook.bpe.Tokenizer:
-    vocab = ch09._vocab(merges)
+    vocab = vocab_of(merges)
     return lmbook.bpe.Tokenizer(vocab, [(vocab[a], vocab[b]) for a, b in merges])
 
 
@@ -155,12 +160,12 @@ def test_the_round_trip_holds_on_every_encode_case(hidden):
     c = BY_TASK["encode"]
     for i, case in enumerate(c.hidden_cases if hidden else c.cases):
         (text, merges), _ = case_inputs(case, 0, i, CPU)
-        assert ch09._decode_ref(ch09._encode_ref(text, merges), merges) == text, case.name
+        assert _decode_ref(encode_ref(text, merges), merges) == text, case.name
 
 
 def test_the_decode_cases_include_invalid_utf8():
     c = BY_TASK["decode"]
-    outs = [ch09._decode_ref(*case_inputs(case, 0, i, CPU)[0]) for i, case in enumerate(c.hidden_cases)]
+    outs = [_decode_ref(*case_inputs(case, 0, i, CPU)[0]) for i, case in enumerate(c.hidden_cases)]
     assert sum("\ufffd" in o for o in outs) >= 2
 
 
@@ -191,11 +196,11 @@ def test_the_block_reference_is_lmbooks_gpt2_block():
 
 def test_the_block_reference_is_causal_and_uses_the_tanh_gelu():
     (x, params, n_head), _ = case_inputs(BY_TASK["gpt_block"].cases[0], 0, 0, CPU)
-    out = ch09._block_ref(x, params, n_head)
+    out = _block_ref(x, params, n_head)
     later = x.clone()
     later[:, -1] += 5.0  # the last position changes: no earlier output may
-    assert torch.allclose(ch09._block_ref(later, params, n_head)[:, :-1], out[:, :-1], atol=1e-6)
-    erf = ch09._block_with(gelu="erf")(x, params, n_head)
+    assert torch.allclose(_block_ref(later, params, n_head)[:, :-1], out[:, :-1], atol=1e-6)
+    erf = _block_with(gelu="erf")(x, params, n_head)
     assert not torch.allclose(erf, out, atol=1e-4)
 
 
@@ -215,25 +220,25 @@ def _mha(params, d, n_head, dtype):
 def test_the_cached_reference_is_the_last_rows_of_full_causal_attention(t, n_new, n_head, dtype):
     g = torch.Generator().manual_seed(t * 10 + n_new)
     d = 8
-    x, params = ch09._sequence(g, CPU, 2, t, n_new, d, n_head, 1.0, dtype)
+    x, params = _sequence(g, CPU, 2, t, n_new, d, n_head, 1.0, dtype)
     n = t + n_new
     future = torch.ones(n, n, dtype=torch.bool).triu(1)  # True = may not attend (torch's convention)
     with torch.no_grad():
         full = _mha(params, d, n_head, dtype)(x, x, x, attn_mask=future, need_weights=False)[0]
-        y, cache = ch09._cached_ref(x[:, t:], ch09._cache_of(x[:, :t], params, n_head), params, n_head)
+        y, cache = _cached_ref(x[:, t:], _cache_of(x[:, :t], params, n_head), params, n_head)
     assert torch.allclose(y, full[:, t:], atol=1e-5)
-    k, v = ch09.project_kv(x, params, n_head)
+    k, v = project_kv(x, params, n_head)
     assert cache["k"].shape[2] == n
     assert torch.allclose(cache["k"], k, atol=1e-6) and torch.allclose(cache["v"], v, atol=1e-6)
 
 
-@pytest.mark.parametrize("answer", [ch09._cached_ref, *STUDENTS_RIGHT["cached_attention"]])
+@pytest.mark.parametrize("answer", [_cached_ref, *STUDENTS_RIGHT["cached_attention"]])
 def test_a_generation_loop_fed_its_own_cache_gives_full_attention_at_every_step(answer):
     """What the loop cases stand for: the prompt, then one token at a time, each call given only the new tokens and
     the cache the previous call returned; every step's output is full causal attention's row."""
     g = torch.Generator().manual_seed(0)
     d, n_head, prompt, steps = 12, 3, 4, 6
-    x, params = ch09._sequence(g, CPU, 2, prompt + steps, 0, d, n_head, 1.0, torch.float32)
+    x, params = _sequence(g, CPU, 2, prompt + steps, 0, d, n_head, 1.0, torch.float32)
     n = prompt + steps
     with torch.no_grad():
         full = _mha(params, d, n_head, torch.float32)(x, x, x, attn_mask=torch.ones(n, n, dtype=torch.bool).triu(1),
@@ -253,7 +258,7 @@ def test_the_loop_cases_are_consecutive_steps_of_one_sequence():
     inputs = [case_inputs(case, 0, i, CPU)[0] for i, case in loop]
     assert inputs[0][1] is None and len(inputs) >= 4
     for (x_prev, cache_prev, params, n_head), (x_new, cache, _, _) in zip(inputs, inputs[1:], strict=False):
-        y, grown = ch09._cached_ref(x_prev, cache_prev, params, n_head)  # the previous step's returned cache ...
+        y, grown = _cached_ref(x_prev, cache_prev, params, n_head)  # the previous step's returned cache ...
         assert x_new.shape[1] == 1 and torch.allclose(grown["k"], cache["k"]) and torch.allclose(grown["v"],
                                                                                                     cache["v"])
 
@@ -310,7 +315,7 @@ def _lib_decode(ids, merges):
 
 
 def _tiktoken_encode(text, merges):
-    vocab = ch09._vocab(merges)
+    vocab = vocab_of(merges)
     enc = tiktoken.Encoding("mine", pat_str=r50k_pat_str, mergeable_ranks={b: i for i, b in vocab.items()},
                             special_tokens={})
     return enc.encode(text)

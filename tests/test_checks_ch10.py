@@ -18,8 +18,15 @@ from students_ch10 import RIGHT as STUDENTS_RIGHT
 import lmbook.bert
 from lmbook.grading.checks import CheckFailed, case_inputs
 from lmbook.grading.verdict import case_problem
-from lmbook.tasks import ch10
-from lmbook.tasks.ch10 import CHECKS, MaskLaw, check
+from lmbook.tasks.ch10 import CHECKS, check
+from lmbook.tasks.ch10.bert_embeddings import EMB_NAMES, _emb_ref, _emb_with
+from lmbook.tasks.ch10.best_span import _best_span_compare, _best_span_ref
+from lmbook.tasks.ch10.build_inputs import _build_ref
+from lmbook.tasks.ch10.count_parameters import BASE, LARGE, _count_ref, _shapes
+from lmbook.tasks.ch10.mask_law import MaskLaw, _binom_pvalue
+from lmbook.tasks.ch10.mask_tokens import _DRAWN, _fingerprint, _mask_ref
+from lmbook.tasks.ch10.shared import BERT_VOCAB, SMALL, Layout
+from lmbook.tasks.ch10.span_loss import _span_loss_ref
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -58,7 +65,7 @@ def test_the_laws_own_draws_pass_it_on_many_seeds():
     for seed in range(25):
         for i, case in enumerate([*c.cases, *c.hidden_cases]):
             args, _ = case_inputs(case, seed, i, CPU)
-            law = ch10._mask_ref(*args)
+            law = _mask_ref(*args)
             torch.manual_seed(seed * 100 + i)
             assert law.problem(law.draw()) is None, (seed, case.name)
 
@@ -69,12 +76,12 @@ def test_the_binomial_test_is_exact():
         pmf = [math.comb(n, k) * q**k * (1 - q) ** (n - k) for k in range(n + 1)]
         for k in (0, 1, n // 3, n // 2, n - 1, n):
             want = min(1.0, 2 * min(sum(pmf[:k + 1]), sum(pmf[k:])))
-            assert math.isclose(ch10._binom_pvalue(k, n, q), want, rel_tol=1e-9, abs_tol=1e-300)
-    assert ch10._binom_pvalue(0, 50, 0.0) == 1.0 and ch10._binom_pvalue(1, 50, 0.0) == 0.0
-    assert ch10._binom_pvalue(50, 50, 1.0) == 1.0 and ch10._binom_pvalue(49, 50, 1.0) == 0.0
+            assert math.isclose(_binom_pvalue(k, n, q), want, rel_tol=1e-9, abs_tol=1e-300)
+    assert _binom_pvalue(0, 50, 0.0) == 1.0 and _binom_pvalue(1, 50, 0.0) == 0.0
+    assert _binom_pvalue(50, 50, 1.0) == 1.0 and _binom_pvalue(49, 50, 1.0) == 0.0
 
 
-def _fast_tokenizer(layout: ch10.Layout):
+def _fast_tokenizer(layout: Layout):
     names = {layout.pad: "[PAD]", layout.cls: "[CLS]", layout.sep: "[SEP]", layout.mask: "[MASK]",
              layout.unk: "[UNK]"}
     vocab = {names.get(i, f"w{i}"): i for i in range(layout.V)}
@@ -83,7 +90,7 @@ def _fast_tokenizer(layout: ch10.Layout):
                                                 cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
 
 
-def _hf_mask(layout: ch10.Layout):
+def _hf_mask(layout: Layout):
     fast = _fast_tokenizer(layout)
     collator = transformers.DataCollatorForLanguageModeling(fast, mlm_probability=0.15)
 
@@ -106,7 +113,7 @@ def test_hugging_faces_collator_passes_the_law_on_berts_vocabulary(seed):
     for i, case in cases:
         args, kwargs = case_inputs(case, seed, i, CPU)
         torch.manual_seed(seed)
-        assert case_problem(c, case, _hf_mask(ch10.BERT_VOCAB)(*args), args, kwargs) is None, case.name
+        assert case_problem(c, case, _hf_mask(BERT_VOCAB)(*args), args, kwargs) is None, case.name
 
 
 def test_hugging_faces_collator_draws_special_tokens_on_a_small_vocabulary():
@@ -115,8 +122,8 @@ def test_hugging_faces_collator_draws_special_tokens_on_a_small_vocabulary():
     c = BY_TASK["mask_tokens"]
     args, _ = case_inputs(c.cases[0], 0, 0, CPU)
     torch.manual_seed(0)
-    out = _hf_mask(ch10.SMALL)(*args)
-    assert "a random replacement is drawn from the non-special tokens" in ch10._mask_ref(*args).problem(out)
+    out = _hf_mask(SMALL)(*args)
+    assert "a random replacement is drawn from the non-special tokens" in _mask_ref(*args).problem(out)
     assert MaskLaw.of(*args, pool="all").problem(out) is None
 
 
@@ -130,7 +137,7 @@ def test_every_mistakes_law_rejects_the_right_draws_somewhere(hidden):
     for i, case in enumerate(c.hidden_cases if hidden else c.cases):
         args, _ = case_inputs(case, 0, i, CPU)
         torch.manual_seed(i)
-        draws.append((args, ch10._mask_ref(*args).draw()))
+        draws.append((args, _mask_ref(*args).draw()))
     for kind in MISTAKES:
         assert any(MaskLaw.of(*args, **kind).problem(out) for args, out in draws), kind
 
@@ -147,7 +154,7 @@ def test_the_mistakes_laws_are_the_mutants():
     for kind, mutant in zip(MISTAKES, c.mutants, strict=True):
         torch.manual_seed(0)
         out = mutant.fn(args[0].clone(), *args[1:])
-        law, want = ch10._DRAWN[ch10._fingerprint(out)], MaskLaw.of(*args, **kind)
+        law, want = _DRAWN[_fingerprint(out)], MaskLaw.of(*args, **kind)
         for name in ("choose", "per", "fates", "pool", "corrupt", "labels", "special", "p", "mask_id", "pad_id"):
             assert getattr(law, name) == getattr(want, name), name
         assert torch.equal(law.ids, want.ids)
@@ -159,11 +166,11 @@ def test_the_mask_cases_are_large_and_hold_what_they_say():
         (ids, mask_id, V, special, pad, p), _ = case_inputs(case, 0, i, CPU)
         eligible = ~torch.isin(ids, torch.tensor([*special, mask_id, pad]))
         assert eligible.sum() * p >= 500, case.name  # enough chosen tokens for the 10% to be counted
-        assert (ids[:, 0] == ch10.SMALL.cls).all() or (ids[:, 0] != pad).all()
+        assert (ids[:, 0] == SMALL.cls).all() or (ids[:, 0] != pad).all()
     # the hidden case whose text holds [MASK] and [UNK]
     i, case = next((i, k) for i, k in enumerate(c.hidden_cases) if "already holds [MASK]" in k.name)
     (ids, mask_id, _, special, _, _), _ = case_inputs(case, 0, i, CPU)
-    assert (ids == mask_id).sum() > 50 and (ids == ch10.SMALL.unk).sum() > 50 and ch10.SMALL.unk in special
+    assert (ids == mask_id).sum() > 50 and (ids == SMALL.unk).sum() > 50 and SMALL.unk in special
 
 
 def test_a_mistakes_draw_is_judged_by_its_own_law():
@@ -176,7 +183,7 @@ def test_a_mistakes_draw_is_judged_by_its_own_law():
     torch.manual_seed(1)
     student = always_mask(*args)  # another draw of the same mistake
     assert c.compare(student, theirs) is None
-    assert c.compare(student, ch10._mask_ref(*args)) is not None
+    assert c.compare(student, _mask_ref(*args)) is not None
 
 
 # ----------------------------------------------------------------------------- build_inputs and the embeddings
@@ -202,7 +209,7 @@ def test_build_inputs_reference_is_berts_tokenizer():
     a, b = [7, 8, 9], [10, 11, 12, 13]
     for second in (b, None):
         enc = tok(" ".join(f"w{i}" for i in a), None if second is None else " ".join(f"w{i}" for i in second))
-        assert ch10._build_ref(a, second, 2, 3) == (enc["input_ids"], enc["token_type_ids"])
+        assert _build_ref(a, second, 2, 3) == (enc["input_ids"], enc["token_type_ids"])
 
 
 def _hf_embeddings(ids, segments, params):
@@ -245,14 +252,14 @@ def test_the_param_names_are_bert_embeddings_state_dict():
     cfg = transformers.BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=0, num_attention_heads=1,
                                   intermediate_size=16, max_position_embeddings=16)
     hf = transformers.models.bert.modeling_bert.BertEmbeddings(cfg).state_dict()
-    assert tuple(params) == ch10.EMB_NAMES == tuple(hf)
+    assert tuple(params) == EMB_NAMES == tuple(hf)
     assert {k: tuple(v.shape) for k, v in params.items()} == {k: tuple(v.shape) for k, v in hf.items()}
 
 
 def test_the_epsilon_case_is_visible():
     """At BERT's initial scale, ε = 1e-5 moves the output by far more than the tolerance."""
     (ids, segments, params), _ = case_inputs(BY_TASK["bert_embeddings"].cases[0], 0, 0, CPU)
-    diff = (ch10._emb_ref(ids, segments, params) - ch10._emb_with("eps")(ids, segments, params)).abs().max()
+    diff = (_emb_ref(ids, segments, params) - _emb_with("eps")(ids, segments, params)).abs().max()
     assert diff > 1e-3
 
 
@@ -270,7 +277,7 @@ def test_the_span_loss_reference_is_bert_for_question_answering_loss():
     end = torch.clamp(start + torch.randint(0, 4, (6,)), max=19)
     with torch.no_grad():
         out = model(input_ids=ids, start_positions=start, end_positions=end)
-        ours = ch10._span_loss_ref(out.start_logits, out.end_logits, start, end)
+        ours = _span_loss_ref(out.start_logits, out.end_logits, start, end)
     assert torch.allclose(ours.float(), out.loss, atol=1e-6)
 
 
@@ -291,7 +298,7 @@ def test_the_span_reference_is_the_best_of_every_allowed_pair():
         pairs = [(i, j) for i in range(n) for j in range(n) if i <= j and mask[0, i] and mask[0, j]
                  and (max_len is None or j - i + 1 <= max_len)]
         best = max(float(s[0, i]) + float(e[0, j]) for i, j in pairs)
-        assert math.isclose(ch10._best_span_ref(s, e, mask, max_len).best[0], best, rel_tol=1e-12)
+        assert math.isclose(_best_span_ref(s, e, mask, max_len).best[0], best, rel_tol=1e-12)
 
 
 def test_the_span_cases_have_lures_that_every_rule_needs():
@@ -300,7 +307,7 @@ def test_the_span_cases_have_lures_that_every_rule_needs():
     for i, case in enumerate(c.cases):
         (s, e, mask, *rest), _ = case_inputs(case, 0, i, CPU)
         free = (s[:, :, None] + e[:, None, :]).flatten(1).argmax(1)
-        ref = ch10._best_span_ref(s, e, mask, *rest)
+        ref = _best_span_ref(s, e, mask, *rest)
         n = s.shape[1]
         free_scores = [float(s[b, int(f) // n] + e[b, int(f) % n]) for b, f in enumerate(free)]
         assert sum(fs > best + 1e-6 for fs, best in zip(free_scores, ref.best, strict=True)) >= len(free) // 2
@@ -310,10 +317,10 @@ def test_a_tie_accepts_either_best_span():
     s = torch.tensor([[0.0, 1.0, 1.0, 0.0]])
     e = torch.tensor([[0.0, 1.0, 1.0, 0.0]])
     mask = torch.tensor([[False, True, True, True]])
-    ref = ch10._best_span_ref(s, e, mask, 1)
+    ref = _best_span_ref(s, e, mask, 1)
     for i in (1, 2):
-        assert ch10._best_span_compare((torch.tensor([i]), torch.tensor([i])), ref) is None
-    assert "not allowed" in ch10._best_span_compare((torch.tensor([1]), torch.tensor([2])), ref)
+        assert _best_span_compare((torch.tensor([i]), torch.tensor([i])), ref) is None
+    assert "not allowed" in _best_span_compare((torch.tensor([1]), torch.tensor([2])), ref)
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -340,18 +347,18 @@ def test_the_count_reference_is_transformers_tensor_by_tensor(hidden):
     c = BY_TASK["count_parameters"]
     for i, case in enumerate(c.hidden_cases if hidden else c.cases):
         (config, heads), _ = case_inputs(case, 0, i, CPU)
-        theirs, ours = _hf_shapes(config, heads), ch10._shapes(config, heads)
+        theirs, ours = _hf_shapes(config, heads), _shapes(config, heads)
         decoder_bias = {"cls.predictions.bias", "cls.predictions.decoder.bias"}
         assert set(ours) - decoder_bias == set(theirs) - decoder_bias, case.name
         assert {k: v for k, v in ours.items() if k not in decoder_bias} == {
             k: v for k, v in theirs.items() if k not in decoder_bias}
-        assert ch10._count_ref(config, heads) == sum(math.prod(s) for s in theirs.values()), case.name
+        assert _count_ref(config, heads) == sum(math.prod(s) for s in theirs.values()), case.name
 
 
 def test_bert_base_and_large_counts():
-    assert ch10._count_ref(ch10.BASE) == 109_482_240
-    assert ch10._count_ref(ch10.LARGE) == 335_141_888
-    assert ch10._count_ref(ch10.BASE, True) == 110_106_428
+    assert _count_ref(BASE) == 109_482_240
+    assert _count_ref(LARGE) == 335_141_888
+    assert _count_ref(BASE, True) == 110_106_428
 
 
 def _lib_count(config, heads=False):
@@ -390,7 +397,7 @@ def _hf_build(a, b, cls, sep):
 
 
 @pytest.mark.parametrize(("task", "answer"), [
-    ("mask_tokens", _lib_mask), ("mask_tokens", lmbook.bert.mask_tokens), ("mask_tokens", _hf_mask(ch10.BERT_VOCAB)),
+    ("mask_tokens", _lib_mask), ("mask_tokens", lmbook.bert.mask_tokens), ("mask_tokens", _hf_mask(BERT_VOCAB)),
     ("build_inputs", _lib_build), ("build_inputs", _hf_build),
     ("bert_embeddings", _lib_embeddings), ("bert_embeddings", _hf_embeddings),
     ("span_loss", lmbook.bert.span_loss), ("best_span", lmbook.bert.best_span),

@@ -30,7 +30,7 @@ def _notebook(folder: str, assignment: str) -> nbformat.NotebookNode:
 
 
 def test_the_list_names_exactly_the_exercises_with_a_task_module_and_a_solution_notebook():
-    modules = {p.stem for p in (ROOT / "src" / "lmbook" / "tasks").glob("ch*.py")}
+    modules = {p.parent.name for p in (ROOT / "src" / "lmbook" / "tasks").glob("ch*/__init__.py")}
     solutions = {p.name for p in (ROOT / "solutions").iterdir() if p.is_dir()}
     assert list(ASSIGNMENTS) == sorted(ASSIGNMENTS), "keep lmbook.tasks.ASSIGNMENTS in course order"
     assert set(ASSIGNMENTS) == modules, f"task modules {sorted(modules)} vs ASSIGNMENTS {ASSIGNMENTS}"

@@ -29,7 +29,7 @@
 - ``lmbook.profiling``: the memory a computation allocates, tensor by tensor
 - ``lmbook.publish``: hands a chapter's computed numbers to the prose that quotes them
 - ``lmbook.grading``: the grading engine (declarative checks, sandboxed autograder); it knows no exercise
-- ``lmbook.tasks``: each exercise's graded tasks, one module per exercise, and the list of released exercises
+- ``lmbook.tasks``: each exercise's graded tasks, one package per exercise, and the list of released exercises
 """
 
 from .device import default_seed, get_device, seed_everything

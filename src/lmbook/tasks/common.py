@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 
 def randn(shape: Sequence[int], g: torch.Generator, device: torch.device, scale: float = 1.0,
@@ -27,3 +29,43 @@ def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor]) -> t
 # forbids them all)
 TORCH_RNN_NAMES = ("RNN", "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell", "rnn_tanh", "rnn_tanh_cell",
                    "rnn_relu_cell", "lstm_cell", "gru_cell", "_VF")
+
+NEG_INF = float("-inf")
+NAN = float("nan")
+
+# The course's attention answers (exercises 5 to 9 refuse them) and torch's ready-made attention, by object and by
+# every name a notebook can reach them through.
+COURSE = ("lmbook.self_attention", "lmbook.multihead", "lmbook.causal_lm", "lmbook.attention")
+COURSE_ATTRS = ("self_attention", "multihead", "causal_lm", "attention")
+TORCH_ATTENTION = (F.scaled_dot_product_attention, nn.MultiheadAttention, F.multi_head_attention_forward,
+                   nn.Transformer, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer, nn.TransformerEncoder,
+                   nn.TransformerDecoder)
+TORCH_ATTENTION_ATTRS = ("scaled_dot_product_attention", "MultiheadAttention", "multi_head_attention_forward",
+                         "Transformer", "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
+                         "TransformerDecoder")
+
+
+def lengths_of(B: int, n: int, g: torch.Generator, lengths: Sequence[int] | None = None) -> torch.Tensor:
+    """(B,) sequence lengths: ``lengths`` as given, or drawn from 1 … n with one sequence (drawn too) filling the
+    batch, so that a batch always holds a sequence of full length."""
+    if lengths is not None:
+        return torch.tensor(lengths)
+    lens = torch.randint(1, n + 1, (B,), generator=g)
+    lens[int(torch.randint(0, B, (1,), generator=g))] = n
+    return lens
+
+
+def real_mask(B: int, n: int, g: torch.Generator, lengths: Sequence[int] | None = None) -> torch.Tensor:
+    """(B, n) bool, True at the real tokens of right-padded sequences (lengths as :func:`lengths_of` gives)."""
+    return torch.arange(n).unsqueeze(0) < lengths_of(B, n, g, lengths).unsqueeze(1)
+
+
+def padding_mask(B: int, n: int, g: torch.Generator, lengths: Sequence[int] | None = None) -> torch.Tensor:
+    """(B, n) bool, True at padding (torch's convention): the complement of :func:`real_mask`."""
+    return ~real_mask(B, n, g, lengths)
+
+
+def made_up_at_padding(x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+    """``x`` (B, n, d) with large made-up vectors where ``pad`` (B, n) is True: an answer that attends to padding
+    gets a very different result."""
+    return torch.where(pad.to(x.device).unsqueeze(-1), 3.0 * x.abs() + 2.0, x)

@@ -20,9 +20,9 @@ import torch
 
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_value
-from .. import ch05 as _ch05
+from ..common import COURSE
 
-MODULES = (*_ch05.COURSE, "lmbook.gpt", "lmbook.generate", "transformers")
+MODULES = (*COURSE, "lmbook.gpt", "lmbook.generate", "transformers")
 ATTRS = ("gpt", "transformers", "count_parameters", "num_parameters", "numel")
 
 

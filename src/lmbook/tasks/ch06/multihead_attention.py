@@ -1,16 +1,4 @@
-"""Checks for exercise 6 (chapter 6: multi-head attention).
-
-The references are plain ``view``/``transpose`` for splitting and merging the heads, and torch's own
-``F.multi_head_attention_forward`` (what ``nn.MultiheadAttention`` runs) given the student's weights, never
-the course's answers in ``lmbook.multihead`` or ``lmbook.self_attention``. Usage in a notebook:
-``from lmbook.tasks.ch06 import check``.
-
-Shapes, as in the chapter, batch first: query (B, n_q, d), key and value (B, n_k, d); the weights packed as
-in ``nn.MultiheadAttention``: ``in_proj_weight`` (3d, d) = [W_q; W_k; W_v], ``in_proj_bias`` (3d,),
-``out_proj_weight`` (d, d), ``out_proj_bias`` (d,). ``key_padding_mask`` (B, n_k) follows torch's
-convention, **True = padding** (the opposite of exercise 5's ``key_mask``); padding comes at the end and
-every sequence has at least one real token. ``causal`` is only True in self-attention (n_q = n_k).
-"""
+"""Task 3 of exercise 6: multi-head attention."""
 
 from __future__ import annotations
 
@@ -19,158 +7,12 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..grading.checks import Case, Check, Mutant, Registry
-from ..grading.compare import compare_parts, describe_tensor_mismatch
-from .ch05 import COURSE, COURSE_ATTRS, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS
-from .common import randn as _randn
-
-NEG_INF = float("-inf")
-FORBIDDEN = dict(forbidden=TORCH_ATTENTION, forbidden_attrs=(*COURSE_ATTRS, *TORCH_ATTENTION_ATTRS),
-                 forbidden_modules=COURSE)
-
-
-def _tensor(out, ref) -> str | None:
-    # the values are the input's own, moved: nothing is computed, so they must match to rounding
-    return describe_tensor_mismatch(out, ref, rtol=1e-6, atol=1e-7, dim=None)
-
-
-# ----------------------------------------------------------------------------- Task 1: split_heads
-
-def _split_case(B: int, n: int, d: int, n_head: int, dtype=torch.float32):
-    def make(g, device):
-        return ((_randn((B, n, d), g, device).to(dtype), n_head), {})
-    return make
-
-
-def _split_ref(x, n_head):
-    B, n, d = x.shape
-    return x.view(B, n, n_head, d // n_head).transpose(1, 2)
-
-
-def _split_with(mistake: str):
-    def fn(x, n_head):
-        B, n, d = x.shape
-        d_head = d // n_head
-        if mistake == "no_transpose":
-            return x.view(B, n_head, n, d_head)
-        if mistake == "interleaved":
-            return x.view(B, n, d_head, n_head).permute(0, 3, 1, 2)
-        if mistake == "forgot_transpose":
-            return x.view(B, n, n_head, d_head)
-        if mistake == "head_size":  # n_head used as the size of a head
-            return x.view(B, n, d_head, n_head).transpose(1, 2)
-        raise ValueError(mistake)
-    return fn
-
-
-def _split_cases(hidden: bool) -> list[Case]:
-    if not hidden:
-        return [Case("batch 2, n=5, d=6, n_head=2", _split_case(2, 5, 6, 2)),
-                Case("batch 3, n=4, d=12, n_head=3", _split_case(3, 4, 12, 3))]
-    return [Case("a batch of one, n=7, d=8, n_head=4", _split_case(1, 7, 8, 4)),
-            Case("length 1, d=6, n_head=3", _split_case(3, 1, 6, 3)),
-            Case("n_head = 1 (one head of size d)", _split_case(2, 5, 8, 1)),
-            Case("n_head = d (heads of size 1)", _split_case(2, 3, 6, 6)),
-            Case("float64 inputs, d=16, n_head=4", _split_case(2, 6, 16, 4, dtype=torch.float64)),
-            Case("batch 4, n=9, d=24, n_head=6", _split_case(4, 9, 24, 6))]
-
-
-SPLIT_HEADS = Check(
-    task="split_heads",
-    what="(B, n, d) → (B, n_head, n, d/n_head), head i holding features i·d/h … (i+1)·d/h − 1",
-    reference=_split_ref,
-    compare=_tensor,
-    cases=_split_cases(hidden=False),
-    hidden_cases=_split_cases(hidden=True),
-    mutants=[
-        Mutant(_split_with("no_transpose"), "reshaped (B, n, d) straight to (B, n_head, n, d_head): that cuts the "
-                                            "flattened positions-and-features into pieces, not each vector into "
-                                            "heads; view as (B, n, n_head, d_head), then swap dims 1 and 2"),
-        Mutant(_split_with("interleaved"), "split the features interleaved (head i got features i, i + n_head, "
-                                           "…): head i holds the block of d_head consecutive features starting "
-                                           "at i·d_head, so view as (B, n, n_head, d_head)"),
-        Mutant(_split_with("forgot_transpose"), "returned (B, n, n_head, d_head): swap dims 1 and 2 so that the "
-                                                "heads come before the positions, (B, n_head, n, d_head)"),
-        Mutant(_split_with("head_size"), "used n_head as the size of a head: there are n_head heads, each of "
-                                         "size d_head = d / n_head"),
-    ],
-    keep_dtype=True,
-    **FORBIDDEN,
-)
-
-
-# ----------------------------------------------------------------------------- Task 2: merge_heads
-
-def _merge_case(B: int, h: int, n: int, d_head: int, dtype=torch.float32):
-    def make(g, device):
-        return ((_randn((B, h, n, d_head), g, device).to(dtype),), {})
-    return make
-
-
-def _merge_ref(x):
-    B, h, n, d_head = x.shape
-    return x.transpose(1, 2).reshape(B, n, h * d_head)
-
-
-def _merge_with(mistake: str):
-    def fn(x):
-        B, h, n, d_head = x.shape
-        if mistake == "no_transpose":
-            return x.reshape(B, n, h * d_head)
-        if mistake == "interleaved":
-            return x.permute(0, 2, 3, 1).reshape(B, n, h * d_head)
-        if mistake == "not_merged":
-            return x.transpose(1, 2)
-        if mistake == "mean":
-            return x.mean(dim=1)
-        raise ValueError(mistake)
-    return fn
-
-
-def _merge_cases(hidden: bool) -> list[Case]:
-    if not hidden:
-        return [Case("batch 2, n_head=2, n=5, d_head=3", _merge_case(2, 2, 5, 3)),
-                Case("batch 3, n_head=3, n=4, d_head=4", _merge_case(3, 3, 4, 4))]
-    return [Case("a batch of one, n_head=4, n=7, d_head=2", _merge_case(1, 4, 7, 2)),
-            Case("length 1, n_head=3, d_head=2", _merge_case(3, 3, 1, 2)),
-            Case("n_head = 1", _merge_case(2, 1, 5, 8)),
-            Case("heads of size 1 (d_head = 1)", _merge_case(2, 6, 3, 1)),
-            Case("float64 inputs, n_head=4, d_head=4", _merge_case(2, 4, 6, 4, dtype=torch.float64)),
-            Case("batch 4, n_head=6, n=9, d_head=4", _merge_case(4, 6, 9, 4))]
-
-
-MERGE_HEADS = Check(
-    task="merge_heads",
-    what="(B, n_head, n, d_head) → (B, n, n_head·d_head), the inverse of split_heads",
-    reference=_merge_ref,
-    compare=_tensor,
-    cases=_merge_cases(hidden=False),
-    hidden_cases=_merge_cases(hidden=True),
-    mutants=[
-        Mutant(_merge_with("no_transpose"), "reshaped (B, n_head, n, d_head) to (B, n, d) without transposing "
-                                            "back: swap dims 1 and 2 first, so each position's heads sit side by "
-                                            "side, then reshape"),
-        Mutant(_merge_with("interleaved"), "interleaved the heads' features (feature j of every head, then "
-                                           "feature j + 1): head i's d_head features are one block, at "
-                                           "i·d_head … (i+1)·d_head − 1"),
-        Mutant(_merge_with("not_merged"), "returned (B, n, n_head, d_head): after the transpose, reshape to "
-                                          "(B, n, n_head·d_head)"),
-        Mutant(_merge_with("mean"), "averaged the heads: merging concatenates them, each head keeps its own "
-                                    "d_head features of the output"),
-    ],
-    keep_dtype=True,
-    **FORBIDDEN,
-)
-
-
-# ----------------------------------------------------------------------------- Task 3: multi-head attention
-
-def _padding(B: int, n: int, g: torch.Generator, lengths=None) -> torch.Tensor:
-    """(B, n) bool, True at padding (torch's convention), which comes at the end; the longest fills the batch."""
-    lens = torch.tensor(lengths) if lengths is not None else torch.randint(1, n + 1, (B,), generator=g)
-    if lengths is None:
-        lens[int(torch.randint(0, B, (1,), generator=g))] = n
-    return torch.arange(n).unsqueeze(0) >= lens.unsqueeze(1)
+from ...grading.checks import Case, Check, Mutant
+from ...grading.compare import compare_parts
+from ..blocks import attention_params
+from ..common import NEG_INF, made_up_at_padding, padding_mask
+from ..common import randn as _randn
+from .shared import FORBIDDEN
 
 
 def _mha_case(B: int, n_q: int, n_k: int, d: int, n_head: int, causal: bool, lengths=None, kind: str = "self",
@@ -178,18 +20,14 @@ def _mha_case(B: int, n_q: int, n_k: int, d: int, n_head: int, causal: bool, len
     """``kind``: "self" (query, key, value the same sequence), "cross" (key = value, another sequence) or
     "kqv" (three different tensors)."""
     def make(g, device):
-        pad = _padding(B, n_k, g, lengths)
+        pad = padding_mask(B, n_k, g, lengths)
         keys = _randn((B, n_k, d), g, device, scale)
-        # made-up large vectors at padding: a query that attends there gets a very different answer
-        keys = torch.where(pad.to(device).unsqueeze(-1), 3.0 * keys.abs() + 2.0, keys)
+        keys = made_up_at_padding(keys, pad)
         query = keys if kind == "self" else _randn((B, n_q, d), g, device, scale)
         values = keys if kind != "kqv" else torch.where(pad.to(device).unsqueeze(-1), 10.0,
                                                         _randn((B, n_k, d), g, device, scale))
-        w_in = _randn((3 * d, d), g, device, 1 / math.sqrt(d))
-        b_in = _randn((3 * d,), g, device, 0.5)
-        w_out = _randn((d, d), g, device, 1 / math.sqrt(d))
-        b_out = _randn((d,), g, device, 0.5)
-        tensors = [t.to(dtype) for t in (query, keys, values, w_in, b_in, w_out, b_out)]
+        weights = attention_params(g, device, d).values()  # in_proj weight and bias, out_proj weight and bias
+        tensors = [t.to(dtype) for t in (query, keys, values, *weights)]
         return ((*tensors, n_head, pad.to(device), causal), {})
     return make
 
@@ -321,6 +159,3 @@ MULTIHEAD_ATTENTION = Check(
     keep_dtype=True,
     **FORBIDDEN,
 )
-
-CHECKS = [SPLIT_HEADS, MERGE_HEADS, MULTIHEAD_ATTENTION]
-check = Registry(CHECKS)

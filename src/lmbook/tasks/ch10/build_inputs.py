@@ -1,0 +1,127 @@
+"""Task 2 of exercise 10: BERT's inputs for a pair, and their segments."""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+
+from ... import bert as _course_bert
+from ...grading.checks import Case, Check, Mutant
+from ...grading.compare import describe_value
+from .shared import ATTRS, MODULES
+
+_BERT = _course_bert
+
+
+def _build_ref(a, b, cls, sep):
+    ids, segments = [cls], [0]
+    for tok in a:
+        ids.append(tok)
+        segments.append(0)
+    ids.append(sep)
+    segments.append(0)
+    if b is not None:
+        for tok in b:
+            ids.append(tok)
+            segments.append(1)
+        ids.append(sep)
+        segments.append(1)
+    return ids, segments
+
+
+def _build_with(mistake: str):
+    def fn(a, b, cls, sep):
+        a = list(a)
+        seg_a, seg_b = (1, 2) if mistake == "from_one" else (0, 1)
+        head = [] if mistake == "no_cls" else [cls]
+        if b is None and mistake != "none_as_empty":
+            ids = [*head, *a, sep]
+            return ids, [seg_a] * len(ids)
+        b = list(b or [])
+        mid = [] if mistake == "no_middle_sep" else [sep]
+        tail = [] if mistake == "no_last_sep" else [sep]
+        segs_a, segs_b = [seg_a] * len(head + a + mid), [seg_b] * len(b + tail)
+        if mistake == "last_sep_zero":
+            segs_b = [seg_b] * len(b) + [seg_a] * len(tail)
+        elif mistake == "first_sep_one":
+            segs_a = [seg_a] * len(head + a) + [seg_b] * len(mid)
+        elif mistake == "all_zero":
+            segs_a, segs_b = [0] * len(segs_a), [0] * len(segs_b)
+        return [*head, *a, *mid, *b, *tail], segs_a + segs_b
+    return fn
+
+
+def _int_list(v, what: str) -> list[int] | str:
+    if isinstance(v, torch.Tensor):
+        if v.dim() != 1 or v.is_floating_point():
+            return f"{what}: returned a tensor of shape {tuple(v.shape)} and dtype {v.dtype}, expected a list of ints"
+        v = v.tolist()
+    if not isinstance(v, list | tuple):
+        return f"{what}: returned {describe_value(v)}, expected a list of ints"
+    if not all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in v):
+        return f"{what}: returned {str(list(v))[:200]}, every entry must be an int"
+    return [int(x) for x in v]
+
+
+def _build_compare(out, ref) -> str | None:
+    if not isinstance(out, tuple | list) or len(out) != 2:
+        return f"returned {describe_value(out)}, expected a tuple (ids, segments)"
+    ids, segs = _int_list(out[0], "ids"), _int_list(out[1], "segments")
+    for got in (ids, segs):
+        if isinstance(got, str):
+            return got
+    want_ids, want_segs = list(ref[0]), list(ref[1])
+    if ids != want_ids:
+        return f"ids: returned {ids}, expected {want_ids} ([CLS] a [SEP], then b [SEP] when b is given)"
+    if segs != want_segs:
+        if len(segs) != len(want_segs):
+            return f"segments: returned {len(segs)} of them for {len(ids)} ids, expected one per id: {want_segs}"
+        i = next(k for k, (x, y) in enumerate(zip(segs, want_segs, strict=True)) if x != y)
+        return (f"segments: returned {segs}, expected {want_segs}; position {i} (token {ids[i]}) is {segs[i]}, "
+                f"expected {want_segs[i]} (0 for [CLS] a [SEP], 1 for b [SEP])")
+    return None
+
+
+def _build_case(len_a: int, len_b: int | None, cls: int = 101, sep: int = 102, V: int = 30522):
+    def make(g, device):
+        draw = [i for i in range(V) if i not in (cls, sep)]
+        pick = torch.randint(0, len(draw), (len_a + (len_b or 0),), generator=g).tolist()
+        toks = [draw[i] for i in pick]
+        return ((toks[:len_a], None if len_b is None else toks[len_a:], cls, sep), {})
+    return make
+
+
+BUILD_INPUTS = Check(
+    task="build_inputs",
+    what="[CLS] a [SEP] b [SEP] (or [CLS] a [SEP] when b is None), segments 0 for [CLS] a [SEP] and 1 for b [SEP]",
+    reference=_build_ref,
+    compare=_build_compare,
+    cases=[Case("a of 4 ids, b of 3 (BERT's [CLS] 101, [SEP] 102)", _build_case(4, 3)),
+           Case("a single sentence of 5 ids, b = None", _build_case(5, None))],
+    hidden_cases=[Case("fresh: a of 6, b of 9", _build_case(6, 9)),
+                  Case("a and b of one id each", _build_case(1, 1)),
+                  Case("a single id, b = None", _build_case(1, None)),
+                  Case("a small vocabulary: [CLS] 1, [SEP] 2", _build_case(3, 4, cls=1, sep=2, V=20)),
+                  Case("a long a (50 ids), a short b (2)", _build_case(50, 2))],
+    mutants=[
+        Mutant(_build_with("last_sep_zero"), "put the [SEP] that ends b in segment 0: it belongs to segment B, like "
+                                             "b, so b [SEP] is all 1s"),
+        Mutant(_build_with("first_sep_one"), "put the [SEP] after a in segment 1: it closes segment A, so [CLS] a "
+                                             "[SEP] is all 0s and segment 1 starts after it"),
+        Mutant(_build_with("no_last_sep"), "left out the [SEP] after b: a pair is [CLS] a [SEP] b [SEP], each "
+                                           "segment closed by a [SEP]"),
+        Mutant(_build_with("no_middle_sep"), "left out the [SEP] between a and b: a pair is [CLS] a [SEP] b [SEP]"),
+        Mutant(_build_with("no_cls"), "left out [CLS]: every input starts with [CLS], whose final state the "
+                                      "classifier reads"),
+        Mutant(_build_with("all_zero"), "gave every token segment 0: the tokens of b [SEP] are in segment 1"),
+        Mutant(_build_with("from_one"), "numbered the segments 1 and 2: they are 0 (A) and 1 (B), the rows of "
+                                        "E_seg"),
+        Mutant(_build_with("none_as_empty"), "added a second [SEP] when b is None (treating it as an empty b): a "
+                                             "single sentence is [CLS] a [SEP]"),
+    ],
+    forbidden=(_BERT.build_inputs,),
+    forbidden_attrs=(*ATTRS, "build_inputs", "build_inputs_with_special_tokens",
+                     "create_token_type_ids_from_sequences"),
+    forbidden_modules=MODULES,
+)
