@@ -792,3 +792,215 @@ RIGHT = {
     "format_pair": [fp_right_chain, fp_right_appends, fp_right_tensor],
     "pool_last": [pl_right_gather, pl_right_loop, pl_right_one_hot],
 }
+
+
+# ============================================================================= thinking questions (chD)
+# Written as students answer them: the formula typed out, with the mistake in it, or derived another way.
+
+from lmbook.tasks.questions.ch09 import GPT_PARAMETERS, KV_CACHE_BYTES, POSITIONS_READ  # noqa: E402
+
+
+def kv_keys_only(n_layer, n_head, d_head, n_tokens, batch_size, bytes_per_value):
+    return n_layer * n_head * d_head * n_tokens * batch_size * bytes_per_value
+
+
+def kv_one_layer(n_layer, n_head, d_head, n_tokens, batch_size, bytes_per_value):
+    return 2 * n_head * d_head * n_tokens * batch_size * bytes_per_value
+
+
+def kv_one_head(n_layer, n_head, d_head, n_tokens, batch_size, bytes_per_value):
+    return 2 * n_layer * d_head * n_tokens * batch_size * bytes_per_value
+
+
+def kv_no_batch(n_layer, n_head, d_head, n_tokens, batch_size, bytes_per_value):
+    d_model = n_head * d_head
+    return 2 * n_layer * d_model * n_tokens * bytes_per_value
+
+
+def kv_bits(n_layer, n_head, d_head, n_tokens, batch_size, bytes_per_value):
+    bits = 8 * bytes_per_value
+    return 2 * n_layer * n_head * d_head * n_tokens * batch_size * bits
+
+
+def kv_attention_matrix(n_layer, n_head, d_head, n_tokens, batch_size, bytes_per_value):
+    per_layer = batch_size * n_head * n_tokens * n_tokens  # one score per query and key
+    return n_layer * per_layer * bytes_per_value
+
+
+def kv_float32_always(n_layer, n_head, d_head, n_tokens, batch_size, bytes_per_value):
+    return 2 * n_layer * n_head * d_head * n_tokens * batch_size * 4
+
+
+def kv_right_shapes(n_layer, n_head, d_head, n_tokens, batch_size, bytes_per_value):
+    one_tensor = math.prod((batch_size, n_head, n_tokens, d_head))  # K or V of one layer
+    return one_tensor * 2 * n_layer * bytes_per_value
+
+
+def kv_right_per_token(n_layer, n_head, d_head, n_tokens, batch_size, bytes_per_value):
+    per_token = 2 * n_layer * n_head * d_head * bytes_per_value  # k and v, every layer
+    return per_token * n_tokens * batch_size
+
+
+def kv_right_loop(n_layer, n_head, d_head, n_tokens, batch_size, bytes_per_value):
+    total = 0
+    for _ in range(n_layer):
+        for _tensor in ("k", "v"):
+            total += batch_size * n_head * n_tokens * d_head * bytes_per_value
+    return total
+
+
+def _gpt_count(V, N, L, d, d_ff, tied, *, biases=True, ln_vectors=2, ln_f=True, positions=True, w_o=True,
+               output=None):
+    b = 1 if biases else 0
+    ln = ln_vectors * d
+    attn = 3 * d * d + 3 * b * d + (d * d + b * d if w_o else 0)
+    ffn = d * d_ff + b * d_ff + d_ff * d + b * d
+    out = (0 if tied else V * d) if output is None else output
+    return V * d + (N * d if positions else 0) + L * (2 * ln + attn + ffn) + (ln if ln_f else 0) + out
+
+
+def gp_no_biases(vocab_size, block_size, n_layer, d_model, d_ff, tied):
+    return _gpt_count(vocab_size, block_size, n_layer, d_model, d_ff, tied, biases=False)
+
+
+def gp_one_vector_ln(vocab_size, block_size, n_layer, d_model, d_ff, tied):
+    return _gpt_count(vocab_size, block_size, n_layer, d_model, d_ff, tied, ln_vectors=1)
+
+
+def gp_no_ln_f(vocab_size, block_size, n_layer, d_model, d_ff, tied):
+    return _gpt_count(vocab_size, block_size, n_layer, d_model, d_ff, tied, ln_f=False)
+
+
+def gp_always_output(vocab_size, block_size, n_layer, d_model, d_ff, tied):
+    return _gpt_count(vocab_size, block_size, n_layer, d_model, d_ff, tied, output=vocab_size * d_model)
+
+
+def gp_never_output(vocab_size, block_size, n_layer, d_model, d_ff, tied):
+    return _gpt_count(vocab_size, block_size, n_layer, d_model, d_ff, tied, output=0)
+
+
+def gp_no_positions(vocab_size, block_size, n_layer, d_model, d_ff, tied):
+    return _gpt_count(vocab_size, block_size, n_layer, d_model, d_ff, tied, positions=False)
+
+
+def gp_four_d(vocab_size, block_size, n_layer, d_model, d_ff, tied):
+    return _gpt_count(vocab_size, block_size, n_layer, d_model, 4 * d_model, tied)
+
+
+def gp_twelve_d_squared(vocab_size, block_size, n_layer, d_model, d_ff, tied):
+    d = d_model  # the closed form for d_ff = 4d, used whatever d_ff is
+    return vocab_size * d + block_size * d + n_layer * (12 * d * d + 13 * d) + 2 * d
+
+
+def gp_right_closed_form(vocab_size, block_size, n_layer, d_model, d_ff, tied):
+    d = d_model
+    per_block = 4 * d * d + 4 * d + 2 * d * d_ff + d_ff + d + 4 * d
+    return (vocab_size * d * (1 if tied else 2) + block_size * d + n_layer * per_block + 2 * d)
+
+
+def gp_right_shapes(vocab_size, block_size, n_layer, d_model, d_ff, tied):
+    d = d_model
+    shapes = [(vocab_size, d), (block_size, d), (d,), (d,)]  # wte, wpe, ln_f
+    for _ in range(n_layer):
+        shapes += [(d,), (d,), (3 * d, d), (3 * d,), (d, d), (d,), (d,), (d,), (d_ff, d), (d_ff,), (d, d_ff), (d,)]
+    if not tied:
+        shapes.append((vocab_size, d))
+    return sum(math.prod(s) for s in shapes)
+
+
+def gp_right_torch_meta(vocab_size, block_size, n_layer, d_model, d_ff, tied):
+    with torch.device("meta"):
+        layers = [torch.nn.Embedding(vocab_size, d_model), torch.nn.Embedding(block_size, d_model),
+                  torch.nn.LayerNorm(d_model)]
+        for _ in range(n_layer):
+            layers += [torch.nn.LayerNorm(d_model), torch.nn.Linear(d_model, 3 * d_model),
+                       torch.nn.Linear(d_model, d_model), torch.nn.LayerNorm(d_model),
+                       torch.nn.Linear(d_model, d_ff), torch.nn.Linear(d_ff, d_model)]
+        if not tied:
+            layers.append(torch.nn.Linear(d_model, vocab_size, bias=False))
+    return sum(math.prod(p.shape) for layer in layers for p in layer.parameters())
+
+
+def pr_counts_last(prompt_len, n_new):
+    with_cache = prompt_len + n_new
+    without = sum(prompt_len + k for k in range(n_new + 1))
+    return with_cache, without
+
+
+def pr_no_prompt(prompt_len, n_new):
+    return n_new, sum(prompt_len + k for k in range(n_new))
+
+
+def pr_prompt_only(prompt_len, n_new):
+    return prompt_len + n_new - 1, n_new * prompt_len
+
+
+def pr_final_length(prompt_len, n_new):
+    total = prompt_len + n_new
+    return prompt_len + n_new - 1, n_new * total
+
+
+def pr_prompt_every_step(prompt_len, n_new):
+    return n_new * prompt_len, n_new * prompt_len + n_new * (n_new - 1) // 2
+
+
+def pr_squared(prompt_len, n_new):
+    total = prompt_len + n_new
+    return total, total * total
+
+
+def pr_right_loop(prompt_len, n_new):
+    with_cache = without = 0
+    length = prompt_len
+    for step in range(n_new):
+        with_cache += prompt_len if step == 0 else 1
+        without += length
+        length += 1
+    return with_cache, without
+
+
+def pr_right_formula(prompt_len, n_new):
+    return prompt_len + (n_new - 1), n_new * (2 * prompt_len + n_new - 1) // 2
+
+
+def pr_right_triangle(prompt_len, n_new):
+    last = prompt_len + n_new - 1  # the longest sequence read
+    first = prompt_len
+    return last, (first + last) * n_new // 2
+
+
+WRONG.update({
+    "kv_cache_bytes": [
+        Student(kv_keys_only, _has(KV_CACHE_BYTES, "counted the keys only")),
+        Student(kv_one_layer, _has(KV_CACHE_BYTES, "counted one layer")),
+        Student(kv_one_head, _has(KV_CACHE_BYTES, "counted one head")),
+        Student(kv_no_batch, _has(KV_CACHE_BYTES, "left out the batch")),
+        Student(kv_bits, _has(KV_CACHE_BYTES, "counted bits, not bytes")),
+        Student(kv_attention_matrix, _has(KV_CACHE_BYTES, "counted the attention weights")),
+        Student(kv_float32_always, None),
+    ],
+    "gpt_parameters": [
+        Student(gp_no_biases, _has(GPT_PARAMETERS, "left out the biases")),
+        Student(gp_one_vector_ln, _has(GPT_PARAMETERS, "counted one vector per LayerNorm")),
+        Student(gp_no_ln_f, _has(GPT_PARAMETERS, "left out the final LayerNorm")),
+        Student(gp_always_output, _has(GPT_PARAMETERS, "counted the output matrix when it is tied")),
+        Student(gp_never_output, _has(GPT_PARAMETERS, "left out the output matrix when it is not tied")),
+        Student(gp_no_positions, _has(GPT_PARAMETERS, "left out the position embeddings")),
+        Student(gp_four_d, _has(GPT_PARAMETERS, "took d_ff as 4 · d_model")),
+        Student(gp_twelve_d_squared, None),
+    ],
+    "positions_read": [
+        Student(pr_counts_last, _has(POSITIONS_READ, "ran the last new token through the model too")),
+        Student(pr_no_prompt, _has(POSITIONS_READ, "left out the prompt")),
+        Student(pr_prompt_only, _has(POSITIONS_READ, "read only the prompt at every step")),
+        Student(pr_final_length, _has(POSITIONS_READ, "read the final length at every step")),
+        Student(pr_prompt_every_step, _has(POSITIONS_READ, "read the prompt again at every step")),
+        Student(pr_squared, None),
+    ],
+})
+
+RIGHT.update({
+    "kv_cache_bytes": [kv_right_shapes, kv_right_per_token, kv_right_loop],
+    "gpt_parameters": [gp_right_closed_form, gp_right_shapes, gp_right_torch_meta],
+    "positions_read": [pr_right_loop, pr_right_formula, pr_right_triangle],
+})

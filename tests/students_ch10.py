@@ -794,3 +794,232 @@ RIGHT = {
     "best_span": [bs_right_loops, bs_right_triu, bs_right_by_length],
     "count_parameters": [cp_right_modules, cp_right_per_layer, cp_right_table],
 }
+
+
+# ============================================================================= thinking questions (chD)
+# Written as students answer them: the derivation typed out, with the mistake in it, or done another way.
+
+from lmbook.tasks.questions.ch10 import (  # noqa: E402
+    SHOWN_TRUE_SHARE,
+    SPAN_CANDIDATES,
+    SPAN_CORRUPTION_LENGTHS,
+    TRUE_GIVEN_SHOWN,
+)
+
+
+def st_random_always_different(p_choose, p_mask, p_random, vocab_size):
+    hidden = p_choose * (p_mask + p_random)  # masked or replaced
+    return 1 - hidden
+
+
+def st_mask_only(p_choose, p_mask, p_random, vocab_size):
+    return 1 - p_choose * p_mask
+
+
+def st_chosen_hidden(p_choose, p_mask, p_random, vocab_size):
+    return 1 - p_choose
+
+
+def st_chosen_share(p_choose, p_mask, p_random, vocab_size):
+    p_keep = 1 - p_mask - p_random
+    return p_keep + p_random / vocab_size
+
+
+def st_keep_only(p_choose, p_mask, p_random, vocab_size):
+    p_keep = 1 - p_mask - p_random
+    return (1 - p_choose) + p_choose * p_keep  # forgot that a random draw can hit the true token
+
+
+def st_off_by_one_vocab(p_choose, p_mask, p_random, vocab_size):
+    p_keep = 1 - p_mask - p_random
+    return (1 - p_choose) + p_choose * (p_keep + p_random / (vocab_size - 1))
+
+
+def st_right_cases(p_choose, p_mask, p_random, vocab_size):
+    p_keep = 1 - p_mask - p_random
+    return (1 - p_choose) + p_choose * p_keep + p_choose * p_random / vocab_size
+
+
+def st_right_complement(p_choose, p_mask, p_random, vocab_size):
+    p_wrong_random = p_random * (vocab_size - 1) / vocab_size
+    return 1 - p_choose * p_mask - p_choose * p_wrong_random
+
+
+def st_right_tensor(p_choose, p_mask, p_random, vocab_size):
+    outcome = torch.tensor([1 - p_choose, p_choose * p_mask, p_choose * p_random,
+                            p_choose * (1 - p_mask - p_random)], dtype=torch.float64)
+    shows_truth = torch.tensor([1.0, 0.0, 1.0 / vocab_size, 1.0], dtype=torch.float64)
+    return float((outcome * shows_truth).sum())
+
+
+def tg_random_always_different(p_mask, p_random, vocab_size):
+    p_keep = 1 - p_mask - p_random
+    return p_keep / (p_keep + p_random)
+
+
+def tg_not_conditioned(p_mask, p_random, vocab_size):
+    p_keep = 1 - p_mask - p_random
+    return p_keep + p_random / vocab_size
+
+
+def tg_keep(p_mask, p_random, vocab_size):
+    return 1 - p_mask - p_random
+
+
+def tg_wrong_denominator(p_mask, p_random, vocab_size):
+    p_keep = 1 - p_mask - p_random
+    return (p_keep + p_random / vocab_size) / (p_mask + p_keep)
+
+
+def tg_half(p_mask, p_random, vocab_size):
+    return 0.5  # BERT's rule read off, whatever the rule
+
+
+def tg_over_all(p_mask, p_random, vocab_size):
+    p_keep = 1 - p_mask - p_random
+    return (p_keep + p_random / vocab_size) / (p_keep + p_random + p_mask / vocab_size)
+
+
+def tg_right_bayes(p_mask, p_random, vocab_size):
+    p_shown = 1 - p_mask  # a real token is on view
+    p_true_and_shown = (1 - p_mask - p_random) + p_random / vocab_size
+    return p_true_and_shown / p_shown
+
+
+def tg_right_odds(p_mask, p_random, vocab_size):
+    keep = 1 - p_mask - p_random
+    wrong = p_random * (1 - 1 / vocab_size)
+    return 1 - wrong / (keep + p_random)
+
+
+def tg_right_tensor(p_mask, p_random, vocab_size):
+    p = torch.tensor([1 - p_mask - p_random, p_random], dtype=torch.float64)
+    true = torch.tensor([1.0, 1.0 / vocab_size], dtype=torch.float64)
+    return (p * true).sum().item() / p.sum().item()
+
+
+def sc_all_pairs(passage_len, max_len):
+    return passage_len ** 2
+
+
+def sc_no_single(passage_len, max_len):
+    return sum(1 for i in range(passage_len) for j in range(i + 1, passage_len) if j - i + 1 <= max_len)
+
+
+def sc_no_limit(passage_len, max_len):
+    return passage_len * (passage_len + 1) // 2
+
+
+def sc_limit_plus_one(passage_len, max_len):
+    return sum(1 for i in range(passage_len) for j in range(i, passage_len) if j - i <= max_len)
+
+
+def sc_every_start_max(passage_len, max_len):
+    return passage_len * min(max_len, passage_len)
+
+
+def sc_strict(passage_len, max_len):
+    return sum(1 for i in range(passage_len) for j in range(i, passage_len) if j - i + 1 < max_len)
+
+
+def sc_right_loops(passage_len, max_len):
+    return sum(1 for i in range(passage_len) for j in range(i, min(passage_len, i + max_len)))
+
+
+def sc_right_closed(passage_len, max_len):
+    n, m = passage_len, min(max_len, passage_len)
+    return m * n - m * (m - 1) // 2
+
+
+def sc_right_triu(passage_len, max_len):
+    ones = torch.ones(passage_len, passage_len, dtype=torch.bool)
+    allowed = ones.triu() & ~ones.triu(max_len)  # j >= i and j - i < max_len
+    return int(allowed.sum())
+
+
+def t5_no_end_sentinel(n_tokens, n_spans, n_corrupted):
+    return n_tokens - n_corrupted + n_spans, n_corrupted + n_spans
+
+
+def t5_target_spans_only(n_tokens, n_spans, n_corrupted):
+    return n_tokens - n_corrupted + n_spans, n_corrupted
+
+
+def t5_input_gaps_removed(n_tokens, n_spans, n_corrupted):
+    return n_tokens - n_corrupted, n_corrupted + n_spans + 1
+
+
+def t5_mask_each_token(n_tokens, n_spans, n_corrupted):
+    return n_tokens, n_corrupted + n_spans + 1
+
+
+def t5_copy_everything(n_tokens, n_spans, n_corrupted):
+    return n_tokens - n_corrupted + n_spans, n_tokens + n_spans + 1
+
+
+def t5_both_off(n_tokens, n_spans, n_corrupted):
+    return n_tokens - n_corrupted + 1, n_corrupted + 2  # one sentinel, whatever the spans
+
+
+def t5_right_by_hand(n_tokens, n_spans, n_corrupted):
+    kept = n_tokens - n_corrupted
+    encoder = kept + n_spans  # a sentinel in each gap
+    decoder = n_spans + n_corrupted + 1  # each sentinel, its span, and the closing sentinel
+    return encoder, decoder
+
+
+def t5_right_simulated(n_tokens, n_spans, n_corrupted):
+    # build one corruption: spans of sizes summing to n_corrupted, separated by kept tokens
+    sizes = [n_corrupted // n_spans + (1 if s < n_corrupted % n_spans else 0) for s in range(n_spans)]
+    encoder, decoder = n_tokens - n_corrupted, 0
+    for size in sizes:
+        encoder += 1
+        decoder += 1 + size
+    return encoder, decoder + 1
+
+
+def t5_right_tuple(n_tokens, n_spans, n_corrupted):
+    return tuple(int(x) for x in (n_tokens + n_spans - n_corrupted, n_corrupted + n_spans + 1))
+
+
+WRONG.update({
+    "shown_true_share": [
+        Student(st_random_always_different, _has(SHOWN_TRUE_SHARE, "treated every random replacement")),
+        Student(st_mask_only, _has(SHOWN_TRUE_SHARE, "counted only [MASK] as hiding the token")),
+        Student(st_chosen_hidden, _has(SHOWN_TRUE_SHARE, "took every chosen position as hidden")),
+        Student(st_chosen_share, _has(SHOWN_TRUE_SHARE, "computed the share among the chosen positions")),
+        Student(st_keep_only, _has(SHOWN_TRUE_SHARE, "treated every random replacement")),
+        Student(st_off_by_one_vocab, None),
+    ],
+    "true_given_shown": [
+        Student(tg_random_always_different, _has(TRUE_GIVEN_SHOWN, "left out that the random token")),
+        Student(tg_not_conditioned, _has(TRUE_GIVEN_SHOWN, "did not condition on the position")),
+        Student(tg_keep, _has(TRUE_GIVEN_SHOWN, "gave the share of chosen tokens left unchanged")),
+        Student(tg_wrong_denominator, _has(TRUE_GIVEN_SHOWN, "divided by p_keep + p_mask")),
+        Student(tg_half, None),
+        Student(tg_over_all, None),
+    ],
+    "span_candidates": [
+        Student(sc_all_pairs, _has(SPAN_CANDIDATES, "counted every (start, end) pair")),
+        Student(sc_no_single, _has(SPAN_CANDIDATES, "left out the one-token spans")),
+        Student(sc_no_limit, _has(SPAN_CANDIDATES, "ignored max_len")),
+        Student(sc_limit_plus_one, _has(SPAN_CANDIDATES, "allowed spans of max_len + 1 tokens")),
+        Student(sc_every_start_max, _has(SPAN_CANDIDATES, "gave every start max_len ends")),
+        Student(sc_strict, None),
+    ],
+    "span_corruption_lengths": [
+        Student(t5_no_end_sentinel, _has(SPAN_CORRUPTION_LENGTHS, "left out the target's final sentinel")),
+        Student(t5_target_spans_only, _has(SPAN_CORRUPTION_LENGTHS, "left out the sentinels of the target")),
+        Student(t5_input_gaps_removed, _has(SPAN_CORRUPTION_LENGTHS, "left out the sentinels of the input")),
+        Student(t5_mask_each_token, _has(SPAN_CORRUPTION_LENGTHS, "replaced every corrupted token")),
+        Student(t5_copy_everything, _has(SPAN_CORRUPTION_LENGTHS, "made the decoder write the whole input")),
+        Student(t5_both_off, None),
+    ],
+})
+
+RIGHT.update({
+    "shown_true_share": [st_right_cases, st_right_complement, st_right_tensor],
+    "true_given_shown": [tg_right_bayes, tg_right_odds, tg_right_tensor],
+    "span_candidates": [sc_right_loops, sc_right_closed, sc_right_triu],
+    "span_corruption_lengths": [t5_right_by_hand, t5_right_simulated, t5_right_tuple],
+})

@@ -1,23 +1,27 @@
 """BERT (Devlin et al., 2019): a stack of post-LN encoder blocks pretrained to fill in masked tokens (chapter 10).
 
-For token ids w_0 … w_{n−1} (B, n), segments s_i ∈ {0, 1} and a padding mask m (B, n), 1 at real tokens:
+For token ids w_0 … w_{n−1} (B, n), segments s_i ∈ {0, 1} and a padding mask m (B, n), 1 at real tokens (row
+vectors, x W as in the book; an ``nn.Linear`` stores Wᵀ):
 
     x = LN(E_tok[ids] + E_pos[pos] + E_seg[segments])     (B, n, d), pos = 0 … n − 1, at most max_position
     for each of the n_layer blocks (chapter 8's EncoderBlock, post-LN, no causal mask):
         x = LN(x + attn(x, m))                             n_head heads of size d / n_head; padded keys get weight 0
-        x = LN(x + ffn(x))                                 ffn(x) = gelu(x W_1ᵀ + b_1) W_2ᵀ + b_2: d → d_ff → d
+        x = LN(x + ffn(x))                                 ffn(x) = gelu(x W_1 + b_1) W_2 + b_2: d → d_ff → d
     h = x                                                  the hidden states (post-LN: already normalised)
-    pooled = tanh(W_p h_[CLS] + b_p)                       (B, d): the first position, [CLS], read by one layer
+    pooled = tanh(h_[CLS] W_p + b_p)                       (B, d): the first position, [CLS], read by one layer
 
-BERT's GELU is the exact one, gelu(x) = x Φ(x) with Φ the normal CDF (computed with erf), where GPT-2 uses the
-tanh approximation; its LayerNorms add ε = 1e-12 (not torch's 1e-5) inside the square root. Both change the
-function, so :func:`load_hf_bert` refuses a config that says otherwise.
+The GELU here is the exact one, gelu(x) = x Φ(x) with Φ the normal CDF (computed with erf), as in Hugging
+Face's BERT (``hidden_act="gelu"``), which this file is checked against. Google's original BERT code
+(google-research/bert, ``modeling.gelu``) used the tanh approximation, as GPT does; the two differ by less than
+5e-4 at any x, enough to change every logit a little. The LayerNorms add ε = 1e-12 (not torch's
+1e-5) inside the square root, as both do. Either choice changes the function, so :func:`load_hf_bert` refuses a
+config that says otherwise.
 
 **Pretraining heads** (:class:`BertPretraining`):
 
-    mlm_logits = LN(gelu(h W_tᵀ + b_t)) E_tokᵀ + b_out     (B, n, V): the decoder is the token embedding (tied),
+    mlm_logits = LN(gelu(h W_t + b_t)) E_tokᵀ + b_out     (B, n, V): the decoder is the token embedding (tied),
                                                             plus an output bias of its own
-    nsp_logits = pooled W_nspᵀ + b_nsp                     (B, 2): does segment B follow segment A?  0 = yes
+    nsp_logits = pooled W_nsp + b_nsp                     (B, 2): does segment B follow segment A?  0 = yes
 
 **Masked LM** (:func:`mask_tokens`): each real, non-special token is chosen with probability p = 0.15; a chosen
 token becomes [MASK] 80% of the time, a random token 10%, and stays itself 10%; the loss reads the chosen
@@ -106,18 +110,22 @@ class BERT(nn.Module):
         self.apply(_init_weights)
 
     def forward(self, ids: torch.Tensor, segments: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """ids (B, n); ``segments`` (B, n) 0 for A, 1 for B (default all 0); ``attention_mask`` (B, n) 1 (or True)
-        at real tokens, 0 at padding, as Hugging Face takes it. Returns h (B, n, d) and pooled (B, d)."""
+                attention_mask: torch.Tensor | None = None,
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """ids (B, n); ``segments`` (B, n) 0 for A, 1 for B (default all 0);
+        ``attention_mask`` (B, n) 1 (or True) at real tokens, 0 at padding, as
+        Hugging Face takes it. Returns h (B, n, d) and pooled (B, d)."""
         n = ids.shape[1]
         if n > self.config.max_position:
             raise ValueError(f"{n} tokens, more than max_position={self.config.max_position}")
         if segments is None:
             segments = torch.zeros_like(ids)
-        key_mask = None if attention_mask is None else attention_mask.bool()  # lmbook's masks: True = may attend
+        # lmbook's masks: True = may attend
+        key_mask = None if attention_mask is None else attention_mask.bool()
         pos = torch.arange(n, device=ids.device)
-        x = self.drop(self.ln_emb(self.token_emb(ids) + self.position_emb(pos) + self.segment_emb(segments)))
-        for block in self.blocks:
+        e = self.token_emb(ids) + self.position_emb(pos) + self.segment_emb(segments)
+        x = self.drop(self.ln_emb(e))
+        for block in self.blocks:  # post-LN encoder blocks, no causal mask
             x, _ = block(x, key_mask)
         pooled = torch.tanh(self.pooler(x[:, 0]))  # the [CLS] position
         return x, pooled

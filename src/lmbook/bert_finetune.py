@@ -194,7 +194,8 @@ class BertClassifier(nn.Module):
 
 
 class BertSpanExtractor(nn.Module):
-    """Two vectors s and e on every hidden state: start and end logits (B, n), −inf at padding."""
+    """Two vectors s and e on every hidden state: start and end logits (B, n),
+    −inf at padding."""
 
     def __init__(self, bert: BERT):
         super().__init__()
@@ -202,8 +203,10 @@ class BertSpanExtractor(nn.Module):
         self.head = nn.Linear(bert.config.d_model, 2)  # rows: s, e
 
     def forward(self, ex: Examples) -> tuple[torch.Tensor, torch.Tensor]:
-        h, _ = self.bert(ex.ids, ex.segments, ex.attention_mask)
-        logits = self.head(h).masked_fill(~ex.attention_mask[..., None], float("-inf"))
+        h, _ = self.bert(ex.ids, ex.segments, ex.attention_mask)  # (B, n, d)
+        logits = self.head(h)  # (B, n, 2): h_i s^T and h_i e^T
+        padding = ~ex.attention_mask[..., None]
+        logits = logits.masked_fill(padding, float("-inf"))
         return logits[..., 0], logits[..., 1]
 
     def loss(self, ex: Examples) -> torch.Tensor:
@@ -211,7 +214,7 @@ class BertSpanExtractor(nn.Module):
 
     @torch.no_grad()
     def predict(self, ex: Examples) -> torch.Tensor:
-        """(N, 2) the best span inside the passage (:func:`lmbook.bert.best_span`)."""
+        """(N, 2) the best span in the passage (:func:`lmbook.bert.best_span`)."""
         start, end = best_span(*self(ex), ex.passage)
         return torch.stack([start, end], dim=-1)
 

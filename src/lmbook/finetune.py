@@ -1,4 +1,4 @@
-"""Fine-tuning a pretrained GPT on a classification task (chapter 9, GPT-1's recipe), and a task to try it on.
+"""Fine-tuning a pretrained GPT on a classification task (chapter 9, GPT-1's recipe), and tasks to try it on.
 
 **The task: subject number.** In the course's toy English (:mod:`lmbook.corpus`) the first noun of a sentence is
 its subject and the verb agrees with it in number, however long the prepositional phrase between them. An example
@@ -10,10 +10,19 @@ actually wrote there (``sleeps`` → singular, ``sleep`` → plural):
 With a phrase between subject and verb (distance ≥ 4), the last noun of the prefix is the phrase's own noun, whose
 number the grammar draws independently: the last words alone do not give the answer.
 
-**The recipe** (:func:`finetune`): the input becomes [start] words [extract] (:func:`lmbook.gpt.format_single`), a
-new linear layer reads the final hidden state of [extract] (:class:`lmbook.gpt.GPTClassifier`), and AdamW trains
-the whole network, or only that layer (``train_body=False``: a *linear probe* of the frozen representation), on
-the labelled examples, all of them in every step when they are few.
+**The pair task: does b agree with a?** (:func:`agreement_pairs`) GPT-1's pair input, [start] a [delim] b
+[extract] (:func:`lmbook.gpt.format_pair`): a is a sentence cut before its verb, b one verb, the one the corpus
+wrote there (label AGREES) or the same verb in the other number (DISAGREES); every prefix gives both, so the
+classes are balanced and the verb alone says nothing. Only prefixes whose subject has the determiner "the"
+are kept, the one determiner that goes with both numbers, so the first word says nothing either; with a
+phrase before the verb (distance ≥ 4), neither does the last noun (:func:`last_noun_agrees`). What decides is
+the number of the first noun, which the examples never name.
+
+**The recipe** (:func:`finetune`): the input becomes one sequence (:func:`lmbook.gpt.format_single` or
+``format_pair``), a new linear layer reads the final hidden state of [extract]
+(:class:`lmbook.gpt.GPTClassifier`), and AdamW trains the whole network, or only that layer
+(``train_body=False``: a *linear probe* of the frozen representation), on the labelled examples, all of them in
+every step when they are few.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from .gpt import GPTClassifier, last_token_state, pad_batch
 
 SINGULAR, PLURAL = 0, 1
 LABEL_NAMES = ("singular", "plural")
+DISAGREES, AGREES = 0, 1
 
 
 @dataclass
@@ -57,6 +67,14 @@ def verb_number(vocab: Vocab) -> dict[int, int]:
     out = {}
     for sg, pl in VERBS_INTRANS + VERBS_TRANS:
         out[vocab.stoi[sg]], out[vocab.stoi[pl]] = SINGULAR, PLURAL
+    return out
+
+
+def other_number(vocab: Vocab) -> dict[int, int]:
+    """Every verb's id → the id of the same verb in the other number (``sleeps`` ↔ ``sleep``)."""
+    out = {}
+    for sg, pl in VERBS_INTRANS + VERBS_TRANS:
+        out[vocab.stoi[sg]], out[vocab.stoi[pl]] = vocab.stoi[pl], vocab.stoi[sg]
     return out
 
 
@@ -88,8 +106,73 @@ def subject_number_examples(ids: torch.Tensor, vocab: Vocab, min_dist: int = 4,
     return NumberExamples(prefixes, labels, verbs, sites.dist[keep_t])
 
 
-def balanced_subset(examples: NumberExamples, n: int, seed: int = 0) -> NumberExamples:
-    """``n`` examples (n even), n/2 of each number, drawn at random without replacement and shuffled."""
+@dataclass
+class PairExamples:
+    """Pairs (a, b) for GPT-1's pair input: a sentence cut before its verb, and one verb."""
+
+    a: list[list[int]]  # word ids: the sentence's first word up to the word before the verb
+    b: list[list[int]]  # one word: a verb, in the number the corpus wrote or in the other one
+    labels: torch.Tensor  # (N,) AGREES or DISAGREES: does b's number match a's subject's?
+    subject: torch.Tensor  # (N,) SINGULAR or PLURAL: the number of a's subject
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    def subset(self, index: torch.Tensor | Sequence[int]) -> PairExamples:
+        """The pairs at ``index``, in that order."""
+        index = torch.as_tensor(index, dtype=torch.long)
+        return PairExamples([self.a[int(i)] for i in index], [self.b[int(i)] for i in index],
+                            self.labels[index], self.subject[index])
+
+
+def agreement_pairs(examples: NumberExamples, vocab: Vocab, first_word: str | None = "the",
+                    seed: int = 0) -> PairExamples:
+    """Two pairs per prefix of ``examples`` (those that start with ``first_word``; all when None): (prefix, the
+    verb the corpus wrote) → AGREES, then (prefix, the same verb in the other number) → DISAGREES, so pairs
+    2i and 2i + 1 come from the same sentence (:func:`sentence_subset` draws them together).
+
+    As many singular subjects as plural ones are kept (the commoner number's prefixes are drawn at random, with
+    ``seed``): "the" comes before plural subjects more often than before singular ones, and with unequal numbers
+    the verb alone would say something (a plural verb would agree more often than not)."""
+    other = other_number(vocab)
+    first = None if first_word is None else vocab.stoi[first_word]
+    kept = [i for i, p in enumerate(examples.prefixes) if first is None or p[0] == first]
+    by_number = [[i for i in kept if int(examples.labels[i]) == n] for n in (SINGULAR, PLURAL)]
+    size = min(len(ids) for ids in by_number)
+    g = torch.Generator().manual_seed(seed)
+    chosen = sorted(i for ids in by_number for i in torch.tensor(ids, dtype=torch.long)[
+        torch.randperm(len(ids), generator=g)[:size]].tolist())
+    a, b, labels, subject = [], [], [], []
+    for i in chosen:
+        prefix, verb, number = examples.prefixes[i], int(examples.verbs[i]), int(examples.labels[i])
+        for shown, label in ((verb, AGREES), (other[verb], DISAGREES)):
+            a.append(list(prefix))
+            b.append([shown])
+            labels.append(label)
+            subject.append(number)
+    return PairExamples(a, b, torch.tensor(labels, dtype=torch.long), torch.tensor(subject, dtype=torch.long))
+
+
+def sentence_subset(pairs: PairExamples, n: int, seed: int = 0) -> PairExamples:
+    """``n`` pairs (n even) from n/2 sentences of :func:`agreement_pairs` drawn at random without replacement,
+    each with both of its verbs: a minimal pair per sentence, the two classes balanced."""
+    if n % 2 or n // 2 > len(pairs) // 2:
+        raise ValueError(f"{n} pairs need an even number of at most {len(pairs) // 2 * 2}")
+    g = torch.Generator().manual_seed(seed)
+    sentences = torch.randperm(len(pairs) // 2, generator=g)[: n // 2]
+    return pairs.subset(torch.stack([2 * sentences, 2 * sentences + 1], dim=1).flatten())
+
+
+def last_noun_agrees(pairs: PairExamples, vocab: Vocab) -> torch.Tensor:
+    """(N,) AGREES where a's *last* noun has the number of the verb b: the guess of a reader who checks the verb
+    against the nearest noun. A prefix with no noun counts as singular."""
+    nouns, verbs = noun_number(vocab), verb_number(vocab)
+    last = [next((nouns[w] for w in reversed(a) if w in nouns), SINGULAR) for a in pairs.a]
+    return torch.tensor([int(n == verbs[b[0]]) for n, b in zip(last, pairs.b, strict=True)], dtype=torch.long)
+
+
+def balanced_subset(examples: NumberExamples | PairExamples, n: int, seed: int = 0) -> NumberExamples | PairExamples:
+    """``n`` examples (n even), n/2 of each label, drawn at random without replacement and shuffled."""
     if n % 2:
         raise ValueError(f"a balanced subset needs an even number of examples, got {n}")
     g = torch.Generator().manual_seed(seed)
@@ -97,7 +180,7 @@ def balanced_subset(examples: NumberExamples, n: int, seed: int = 0) -> NumberEx
     for label in (SINGULAR, PLURAL):
         pool = (examples.labels == label).nonzero().flatten()
         if len(pool) < n // 2:
-            raise ValueError(f"only {len(pool)} {LABEL_NAMES[label]} examples, asked for {n // 2}")
+            raise ValueError(f"only {len(pool)} examples labelled {label}, asked for {n // 2}")
         picks.append(pool[torch.randperm(len(pool), generator=g)[: n // 2]])
     index = torch.cat(picks)
     return examples.subset(index[torch.randperm(n, generator=g)])
@@ -111,14 +194,17 @@ def last_noun_baseline(prefixes: Sequence[Sequence[int]], vocab: Vocab) -> torch
                         dtype=torch.long)
 
 
-def finetune(clf: GPTClassifier, seqs: Sequence[Sequence[int]], labels: torch.Tensor, *, steps: int, lr: float,
-             batch_size: int | None = None, train_body: bool = True, weight_decay: float = 0.01, seed: int = 0,
+def finetune(clf: GPTClassifier, seqs: Sequence[Sequence[int]], labels: torch.Tensor,
+             *, steps: int, lr: float, batch_size: int | None = None,
+             train_body: bool = True, weight_decay: float = 0.01, seed: int = 0,
              pad_id: int = 0) -> list[float]:
-    """Train ``clf`` on formatted sequences and their labels; returns every step's training loss.
+    """Train ``clf`` on formatted sequences and their labels; returns every step's
+    training loss.
 
-    AdamW, learning rate decayed linearly to 0, gradients clipped to norm 1. Each step reads all the examples, or
-    ``batch_size`` of them drawn at random. ``train_body=False`` trains the head only (a linear probe): the body's
-    states are computed once, without gradients, and the body is left untouched.
+    AdamW, learning rate decayed linearly to 0, gradients clipped to norm 1. Each
+    step reads all the examples, or ``batch_size`` of them drawn at random.
+    ``train_body=False`` trains the head only (a linear probe): the body's states
+    are computed once, without gradients, and the body is left untouched.
     """
     device = next(clf.parameters()).device
     ids, lengths = pad_batch(seqs, pad_id)
@@ -136,9 +222,14 @@ def finetune(clf: GPTClassifier, seqs: Sequence[Sequence[int]], labels: torch.Te
     losses = []
     for _ in range(steps):
         clf.train()
-        rows = (torch.randperm(len(labels), generator=g)[:batch_size].to(device) if batch_size
-                else torch.arange(len(labels), device=device))
-        logits = clf(ids[rows], lengths[rows]) if train_body else clf.head(features[rows])
+        if batch_size:
+            rows = torch.randperm(len(labels), generator=g)[:batch_size].to(device)
+        else:
+            rows = torch.arange(len(labels), device=device)
+        if train_body:
+            logits = clf(ids[rows], lengths[rows])
+        else:
+            logits = clf.head(features[rows])
         loss = F.cross_entropy(logits, labels[rows])
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -1,21 +1,30 @@
-"""GPT (Radford et al., 2018, 2019): a stack of pre-LN decoder blocks trained to predict the next token (chapter 9).
+"""GPT-2 (Radford et al., 2019): a stack of pre-LN decoder blocks trained to predict the next token (chapter 9).
 
-For token ids w_0 … w_{n−1} (B, n):
+For token ids w_0 … w_{n−1} (B, n), with row vectors (x W, as in the book; an ``nn.Linear`` stores Wᵀ):
 
     x = wte[ids] + wpe[pos]                   (B, n, d_model), pos = 0 … n − 1: learned positions, at most block_size
     for each of the n_layer blocks:
         x = x + attn(ln_1(x))                 causal self-attention, n_head heads of size d_head = d_model / n_head
-        x = x + mlp(ln_2(x))                  mlp(x) = gelu_tanh(x W_1ᵀ + b_1) W_2ᵀ + b_2: d_model → d_ff → d_model
+        x = x + mlp(ln_2(x))                  mlp(x) = gelu_tanh(x W_1 + b_1) W_2 + b_2: d_model → d_ff → d_model
     h = ln_f(x)                               the final hidden states (what a fine-tuned head reads)
     logits = h wteᵀ                           the output layer *is* the embedding matrix (tie_weights)
 
-    attn(x):  q, k, v = x [W_q; W_k; W_v]ᵀ + b,  split into heads              (B, n_head, n, d_head) each
-              y = softmax(q kᵀ / sqrt(d_head), causal) v,  merged,  y W_oᵀ + b_o
+    attn(x):  q = x W_q + b_q, k = x W_k + b_k, v = x W_v + b_v,  split into heads      (B, n_head, n, d_head) each
+              y = softmax(q kᵀ / sqrt(d_head), causal) v,  merged,  y W_o + b_o
 
-GPT-2's GELU is the tanh approximation, gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/π) (x + 0.044715 x³))); its weights
-were trained with it, so the exact (erf) GELU gives other logits. Dropout (rate ``dropout``) falls on x after
-the embeddings and on each sub-layer's output before it is added to x; GPT-2 also drops attention weights,
-which this file does not.
+**GPT-1 and GPT-2.** GPT-1 (Radford et al., 2018) was post-LN, as the original Transformer: OpenAI's code
+(finetune-transformer-lm, ``block``) normalises after each residual add, x = LN(x + attn(x)), x = LN(x + mlp(x)),
+and has no final norm. GPT-2 moved each LayerNorm to its sub-block's input (pre-LN, above) and added the final
+``ln_f`` (GPT-2 paper, section 2.3; openai/gpt-2's ``model.py``). This file is GPT-2's block. GPT-2 also scaled
+the initial weights of the residual layers by 1/sqrt(N), N the number of residual layers (section 2.3): here, as
+in Hugging Face's GPT-2 and nanoGPT, the two projections that write into the residual stream (``attn.out_proj``
+= W_o and ``mlp.W_2``) start at N(0, (0.02 / sqrt(2 · n_layer))²), two adds per block, so that the stream's
+variance does not grow with depth; every other weight starts at N(0, 0.02²).
+
+GPT-2's GELU is the tanh approximation, gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/π) (x + 0.044715 x³))) (GPT-1 used it
+too); its weights were trained with it, so the exact (erf) GELU gives other logits. Dropout (rate ``dropout``)
+falls on x after the embeddings and on each sub-layer's output before it is added to x; GPT-2 also drops
+attention weights, which this file does not.
 
 **KV cache.** At step t of generation only the newest token is new, and causal attention means no earlier
 position's k and v change. :class:`KVCache` keeps every layer's k and v (B, n_head, t, d_head); feeding it to
@@ -114,7 +123,7 @@ class CausalSelfAttention(MultiHeadAttention):
 
 
 class Block(nn.Module):
-    """x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))."""
+    """GPT-2's pre-LN block: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))."""
 
     def __init__(self, config: GPTConfig, layer: int):
         super().__init__()
@@ -134,19 +143,20 @@ class GPT(nn.Module):
 
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.config = config
-        self.wte = nn.Embedding(config.vocab_size, config.d_model)
-        self.wpe = nn.Embedding(config.block_size, config.d_model)
-        self.drop = nn.Dropout(config.dropout)
-        self.h = nn.ModuleList(Block(config, layer) for layer in range(config.n_layer))
-        self.ln_f = LayerNorm(config.d_model, config.ln_eps, bias=config.bias)
-        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        if config.tie_weights:
+        self.config = c = config
+        self.wte = nn.Embedding(c.vocab_size, c.d_model)  # E, (V, d)
+        self.wpe = nn.Embedding(c.block_size, c.d_model)  # P, (block_size, d)
+        self.drop = nn.Dropout(c.dropout)
+        self.h = nn.ModuleList(Block(c, layer) for layer in range(c.n_layer))
+        self.ln_f = LayerNorm(c.d_model, c.ln_eps, bias=c.bias)
+        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        if c.tie_weights:  # one tensor, in and out
             self.lm_head.weight = self.wte.weight
-        self.apply(self._init_weights)
-        for block in self.h:  # each block adds two projections to the residual stream: keep its variance from growing
+        self.apply(self._init_weights)  # N(0, 0.02²) weights, zero biases
+        # the 2 L projections that add to the residual stream: std 0.02 / sqrt(2 L)
+        for block in self.h:
             for proj in (block.attn.out_proj, block.mlp.W_2):
-                nn.init.normal_(proj.weight, 0.0, 0.02 / math.sqrt(2 * config.n_layer))
+                nn.init.normal_(proj.weight, 0.0, 0.02 / math.sqrt(2 * c.n_layer))
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -156,20 +166,23 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def hidden_states(self, ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        """ids (B, n) → h = ln_f(x) (B, n, d_model). With a cache, ``ids`` are the tokens after the cached ones."""
+    def hidden_states(self, ids: torch.Tensor,
+                      cache: KVCache | None = None) -> torch.Tensor:
+        """ids (B, n) → h = ln_f(x) (B, n, d_model).
+        With a cache, ``ids`` are the tokens after the cached ones."""
         n, past = ids.shape[1], 0 if cache is None else cache.length
         if past + n > self.config.block_size:
-            raise ValueError(f"{past} cached + {n} new = {past + n} positions, more than "
-                             f"block_size={self.config.block_size}")
+            raise ValueError(f"{past} cached + {n} new = {past + n} positions, "
+                             f"more than block_size={self.config.block_size}")
         pos = torch.arange(past, past + n, device=ids.device)
-        x = self.drop(self.wte(ids) + self.wpe(pos))
+        x = self.drop(self.wte(ids) + self.wpe(pos))  # x_t = E[w_t] + P[t]
         for block in self.h:
             x = block(x, cache)
         return self.ln_f(x)
 
     def forward(self, ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        """ids (B, n) → logits (B, n, vocab_size); row i predicts the token after position past + i."""
+        """ids (B, n) → logits (B, n, vocab_size).
+        Row i predicts the token after position past + i."""
         return self.lm_head(self.hidden_states(ids, cache))
 
 
@@ -271,8 +284,10 @@ def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor,
 
 
 def last_token_state(h: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """h (B, n, d), lengths (B,) → (B, d): row i is h[i, lengths[i] − 1], the last real token's state."""
-    return h[torch.arange(h.shape[0], device=h.device), lengths.to(h.device) - 1]
+    """h (B, n, d), lengths (B,) → (B, d): row i is h[i, lengths[i] − 1],
+    the last real token's state."""
+    rows = torch.arange(h.shape[0], device=h.device)
+    return h[rows, lengths.to(h.device) - 1]
 
 
 class GPTClassifier(nn.Module):

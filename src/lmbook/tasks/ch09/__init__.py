@@ -29,6 +29,7 @@ Conventions, as in the chapter:
 from __future__ import annotations
 
 from ...grading.checks import Registry
+from ..questions.ch09 import QUESTIONS
 from .cached_attention import CACHED_ATTENTION
 from .decode import DECODE
 from .encode import ENCODE
@@ -38,4 +39,4 @@ from .pool_last import POOL_LAST
 from .train_bpe import TRAIN_BPE
 
 CHECKS = [TRAIN_BPE, ENCODE, DECODE, GPT_BLOCK, CACHED_ATTENTION, FORMAT_PAIR, POOL_LAST]
-check = Registry(CHECKS)
+check = Registry(CHECKS + QUESTIONS)

@@ -31,6 +31,7 @@ Conventions, as in the chapter:
 from __future__ import annotations
 
 from ...grading.checks import Registry
+from ..questions.ch10 import QUESTIONS
 from .bert_embeddings import BERT_EMBEDDINGS
 from .best_span import BEST_SPAN
 from .build_inputs import BUILD_INPUTS
@@ -39,4 +40,4 @@ from .mask_tokens import MASK_TOKENS
 from .span_loss import SPAN_LOSS
 
 CHECKS = [MASK_TOKENS, BUILD_INPUTS, BERT_EMBEDDINGS, SPAN_LOSS, BEST_SPAN, COUNT_PARAMETERS]
-check = Registry(CHECKS)
+check = Registry(CHECKS + QUESTIONS)
