@@ -9,12 +9,14 @@ import torch.nn.functional as F
 
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import compare_parts
+from ...grading.reproduce import sized
 from ..common import (
     COURSE,
     COURSE_ATTRS,
     NEG_INF,
     TORCH_ATTENTION,
     TORCH_ATTENTION_ATTRS,
+    fit_lengths,
     made_up_at_padding,
     real_mask,
 )
@@ -83,12 +85,15 @@ def _attention_with(scale="sqrt", dim=-1, mask_when="before", causal_shift=0, in
     return fn
 
 
+SMALLEST = {"B": 1, "n": 1, "d_k": 1, "d_v": 1}
+
+
 def _attention_cases(hidden: bool) -> list[Case]:
     if not hidden:
-        return [Case("causal, batch 2, lengths (5, 3), d_k=4, d_v=3",
-                     _attention_case(2, 5, 4, 3, True, lengths=[5, 3])),
-                Case("not causal, batch 3, lengths (4, 2, 3), d_k=d_v=6",
-                     _attention_case(3, 4, 6, 6, False, lengths=[4, 2, 3]))]
+        return [sized("causal, batch 2, lengths (5, 3), d_k=4, d_v=3", _attention_case, B=2, n=5, d_k=4, d_v=3,
+                      causal=True, lengths=[5, 3], floors=SMALLEST, fit=fit_lengths),
+                sized("not causal, batch 3, lengths (4, 2, 3), d_k=d_v=6", _attention_case, B=3, n=4, d_k=6, d_v=6,
+                      causal=False, lengths=[4, 2, 3], floors=SMALLEST, fit=fit_lengths)]
     return [Case("a batch of one without padding, causal", _attention_case(1, 6, 5, 5, True, lengths=[6])),
             Case("length 1 (one token per sequence), causal", _attention_case(3, 1, 4, 2, True, lengths=[1, 1, 1])),
             Case("all but one token padded, not causal", _attention_case(2, 6, 4, 4, False, lengths=[1, 6])),
