@@ -27,6 +27,9 @@ _FLOAT64_INPUTS: ContextVar[bool] = ContextVar("float64_inputs", default=False)
 
 OVERFLOW_HINT = ("exp of a number above about 88 is inf in float32, and inf / inf is NaN: subtract the maximum "
                  "first, or use torch.softmax / torch.log_softmax / torch.logsumexp")
+ATTENTION_NAN_HINT = ("NaN comes from 0/0 or inf/inf: a softmax over a row that is all -inf (a softmax over the "
+                      "wrong dimension, or a mask that leaves a query no key it may see), or exp overflowing to "
+                      "inf for large scores (torch.softmax subtracts each row's maximum first)")
 SOFTMAX_NAN_HINT = ("a softmax over entries that are all -inf gives NaN (0/0): is the softmax over the right "
                     "dimension, and does the mask leave every row a key it may see?")
 
@@ -86,6 +89,15 @@ def _ranges(indices: Sequence[int]) -> str:
     return ", ".join(parts)
 
 
+def _pair(got: float, want: float) -> tuple[str, str]:
+    """Two numbers with as many digits as it takes to see that they differ."""
+    for digits in (6, 10, 17):
+        a, b = f"{got:.{digits}g}", f"{want:.{digits}g}"
+        if a != b:
+            break
+    return a, b
+
+
 def _equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Entries that are the same value: equal numbers, equal infinities, or both NaN."""
     return (a == b) | (a.isnan() & b.isnan())
@@ -95,7 +107,7 @@ def _permutation(out: torch.Tensor, ref: torch.Tensor, close, dim: int) -> list[
     """A reordering ``p`` of the slices along ``dim`` with out[..., i, ...] == ref[..., p[i], ...] for every i,
     if there is one other than the identity."""
     n = ref.shape[dim]
-    if n < 2 or n > 64:
+    if n < 2 or n > 32 or ref.numel() > 4096:
         return None
     o, r = out.movedim(dim, 0).reshape(n, -1), ref.movedim(dim, 0).reshape(n, -1)
     perm = []
@@ -216,11 +228,12 @@ def describe_tensor_mismatch(out, ref: torch.Tensor, *, rtol: float = 1e-4, atol
     diff = (out - ref).abs().masked_fill(_equal(out, ref), 0.0)
     worst = _index(int(diff.flatten().argmax()), ref.shape)
     if ref.numel() == 1:
-        return f"you returned {float(out.flatten()[0]):.6g}, expected {float(ref.flatten()[0]):.6g}"
+        got, want = _pair(float(out.flatten()[0]), float(ref.flatten()[0]))
+        return f"you returned {got}, expected {want}"
     count = (f"at all {ref.numel()} entries" if wrong.all() else
              f"at {int(wrong.sum())} of {ref.numel()} entries, {where_wrong(wrong)}")
-    message = (f"values differ {count}; the first at index {first}: you returned {float(out[first]):.6g}, expected "
-               f"{float(ref[first]):.6g}")
+    got, want = _pair(float(out[first]), float(ref[first]))
+    message = f"values differ {count}; the first at index {first}: you returned {got}, expected {want}"
     if worst != first:
         message += f"; the largest difference is {float(diff[worst]):.3g}, at index {worst}"
     if precise and float(diff.max()) < 1e-4 * max(1.0, float(ref[torch.isfinite(ref)].abs().max())):

@@ -204,14 +204,22 @@ def _kind(o: Outcome, problem: str) -> str:
 def smallest_failure(check, main: Sequence[Outcome], problems: Sequence[str | None],
                      smaller: Sequence[Outcome]) -> str | None:
     """The smallest failing input of the first failing visible case that has smaller versions, shown in full;
-    the case itself when none of them fails (its inputs are visible anyway) and it is small enough to print."""
+    the case itself when none of them fails (its inputs are visible anyway) and it is small enough to print.
+    Nothing when every failing case says the same (a list returned for a tuple): the input does not matter."""
+    details = {p.split("] ", 1)[-1] for p in problems if p}
+    if len(details) == 1 and sum(p is not None for p in problems) > 1:
+        return None
     for i, (o, problem) in enumerate(zip(main, problems, strict=True)):
         if problem is None:
             continue
-        tried = [(s, outcome_problem(check, s)) for s in smaller if s.parent == i]
-        # the smaller versions that fail the same way (the same exception, or the same part of the answer wrong)
-        failing = [(s, p) for s, p in tried if p and _kind(s, p) == _kind(o, problem)] or [(o, problem)]
-        s, p = min(failing, key=lambda sp: _size((sp[0].args, sp[0].kwargs)))
+        # the smallest smaller version that fails the same way (the same exception, or the same part wrong)
+        found = None
+        for s in sorted((s for s in smaller if s.parent == i), key=lambda s: _size((s.args, s.kwargs))):
+            p = outcome_problem(check, s)
+            if p and _kind(s, p) == _kind(o, problem):
+                found = s, p
+                break
+        s, p = found or (o, problem)
         if _size((s.args, s.kwargs)) > (400 if s is not o else 120):  # an unshrunk case: random digits, keep short
             continue
         detail = p.split("] ", 1)[1] if p.startswith("[") else p

@@ -80,3 +80,13 @@ def fit_lengths(p: dict, batch: str = "B", size: str = "n") -> dict:
         lengths[lengths.index(max(lengths))] = n
         p["lengths"] = lengths
     return p
+
+
+def in_dtype(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``x`` (drawn in float32) in ``dtype``; in float64 with digits below float32's precision added (a relative
+    change of about 1e-8, deterministic), so that an answer that goes through float32 cannot give the float64
+    answer back."""
+    if dtype != torch.float64 or not x.is_floating_point():
+        return x.to(dtype)
+    x = x.double()
+    return x + x * 2.0 ** -25 * torch.cos(x * 7919.0)

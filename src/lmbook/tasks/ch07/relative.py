@@ -6,13 +6,14 @@ import torch
 
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
+from ..common import in_dtype
 from ..common import randn as _randn
 from .shared import FORBIDDEN
 
 
 def _rel_case(max_distance: int, n_head: int, n_q: int, n_k: int | None = None, dtype=torch.float32):
     def make(g, device):
-        table = _randn((2 * max_distance + 1, n_head), g, device).to(dtype)
+        table = in_dtype(_randn((2 * max_distance + 1, n_head), g, device), dtype)
         return ((table, n_q, n_q if n_k is None else n_k), {})
     return make
 

@@ -6,13 +6,14 @@ import torch
 
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
+from ..common import in_dtype
 from ..common import randn as _randn
 from .shared import BASE, FORBIDDEN, theta_of
 
 
 def _rope_case(shape: tuple[int, ...], positions=None, dtype=torch.float32, start: int = 0):
     def make(g, device):
-        x = _randn(shape, g, device).to(dtype)
+        x = in_dtype(_randn(shape, g, device), dtype)
         T = shape[-2]
         pos = torch.arange(start, start + T) if positions is None else torch.tensor(positions)
         return ((x, pos.to(device)), {})

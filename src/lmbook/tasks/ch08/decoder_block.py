@@ -9,7 +9,7 @@ from ... import transformer as _course_transformer
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
 from ..blocks import block_params
-from ..common import TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, load_weights, made_up_at_padding, padding_mask
+from ..common import TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, in_dtype, load_weights, made_up_at_padding, padding_mask
 from ..common import randn as _randn
 from .blocks import attend, ffn_of, is_pre_ln, norm_of, order_mutants, sublayer
 from .shared import ATTRS, MODULES
@@ -24,7 +24,8 @@ def _dec_case(B: int, T: int, S: int, d: int, n_head: int, d_ff: int, norm_first
         y = _randn((B, T, d), g, device, scale)
         memory = made_up_at_padding(_randn((B, S, d), g, device, scale), pad)
         params = block_params(g, device, d, d_ff, ("self_attn", "multihead_attn"), 3)
-        return ((y.to(dtype), memory.to(dtype), pad.to(device), {k: v.to(dtype) for k, v in params.items()}, n_head,
+        return ((in_dtype(y, dtype), in_dtype(memory, dtype), pad.to(device),
+                 {k: in_dtype(v, dtype) for k, v in params.items()}, n_head,
                  norm_first), {})
     return make
 

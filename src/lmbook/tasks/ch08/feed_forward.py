@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from ... import transformer as _course_transformer
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
+from ..common import in_dtype
 from ..common import randn as _randn
 from .shared import ATTRS, MODULES
 
@@ -24,7 +25,7 @@ def _ffn_case(shape: tuple[int, ...], d_ff: int, scale: float = 1.0, dtype=torch
         b1 = _randn((d_ff,), g, device, 0.5)
         w2 = _randn((d, d_ff), g, device, 1 / math.sqrt(d_ff))
         b2 = _randn((d,), g, device, 0.5)
-        return (tuple(t.to(dtype) for t in (x, w1, b1, w2, b2)), {})
+        return (tuple(in_dtype(t, dtype) for t in (x, w1, b1, w2, b2)), {})
     return make
 
 

@@ -9,6 +9,7 @@ from torch import nn
 from ... import transformer as _course_transformer
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
+from ..common import in_dtype
 from ..common import randn as _randn
 from .shared import ATTRS, MODULES
 
@@ -33,7 +34,7 @@ def _ln_case(shape: tuple[int, ...], eps: float = 1e-5, scale: float = 1.0, offs
         x = _randn(shape, g, device, scale, offset)
         weight = _randn((d,), g, device, 0.5, 1.0)  # a gain around 1, and a bias: neither is the identity
         bias = _randn((d,), g, device, 0.5)
-        return ((x.to(dtype), weight.to(dtype), bias.to(dtype), eps), {})
+        return ((in_dtype(x, dtype), in_dtype(weight, dtype), in_dtype(bias, dtype), eps), {})
     return make
 
 

@@ -11,7 +11,7 @@ from ... import gpt as _course_gpt
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch, describe_value, to_reference
 from ..blocks import attention_params
-from ..common import NEG_INF, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS
+from ..common import NEG_INF, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, in_dtype
 from ..common import randn as _randn
 from .shared import ATTRS, MODULES
 
@@ -29,8 +29,8 @@ def project_kv(x, params: dict, n_head: int) -> tuple[torch.Tensor, torch.Tensor
 
 
 def _sequence(g, device, B: int, t: int, n_new: int, d: int, n_head: int, scale: float, dtype):
-    x = _randn((B, t + n_new, d), g, device, scale).to(dtype)
-    params = {k: v.to(dtype) for k, v in attention_params(g, device, d).items()}
+    x = in_dtype(_randn((B, t + n_new, d), g, device, scale), dtype)
+    params = {k: in_dtype(v, dtype) for k, v in attention_params(g, device, d).items()}
     return x, params
 
 

@@ -14,7 +14,7 @@ from ... import transformer as _course_transformer
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
 from ..blocks import block_params, mha
-from ..common import TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, load_weights
+from ..common import TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, in_dtype, load_weights
 from ..common import randn as _randn
 from .shared import ATTRS, MODULES
 
@@ -28,7 +28,7 @@ def _block_case(B: int, n: int, d: int, n_head: int, d_ff: int, scale: float = 1
     def make(g, device):
         x = _randn((B, n, d), g, device, scale)
         params = block_params(g, device, d, d_ff)
-        return ((x.to(dtype), {k: v.to(dtype) for k, v in params.items()}, n_head), {})
+        return ((in_dtype(x, dtype), {k: in_dtype(v, dtype) for k, v in params.items()}, n_head), {})
     return make
 
 

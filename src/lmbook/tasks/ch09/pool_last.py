@@ -7,7 +7,7 @@ import torch
 from ... import gpt as _course_gpt
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
-from ..common import lengths_of
+from ..common import in_dtype, lengths_of
 from ..common import randn as _randn
 from .shared import ATTRS, MODULES
 
@@ -20,7 +20,7 @@ def _pool_case(B: int, n: int, d: int, lengths=None, dtype=torch.float32):
         h = _randn((B, n, d), g, device)
         pad = (torch.arange(n).unsqueeze(0) >= lens.unsqueeze(1)).to(device)
         h = torch.where(pad.unsqueeze(-1), 50.0 + 10.0 * h, h)  # made-up large states at padding
-        return ((h.to(dtype), lens.to(device)), {})
+        return ((in_dtype(h, dtype), lens.to(device)), {})
     return make
 
 

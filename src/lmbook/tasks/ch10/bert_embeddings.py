@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from ... import bert as _course_bert
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
+from ..common import in_dtype
 from ..common import randn as _randn
 from .shared import ATTRS, MODULES, Layout, make_batch
 
@@ -73,7 +74,7 @@ def _emb_case(B: int, n: int, d: int, V: int = 30, P: int = 16, T: int = 2, leng
                   "token_type_embeddings.weight": _randn((T, d), g, device, std),
                   "LayerNorm.weight": _randn((d,), g, device, 0.1, 1.0),
                   "LayerNorm.bias": _randn((d,), g, device, 0.1)}
-        return ((ids.to(device), segments.to(device), {k: v.to(dtype) for k, v in params.items()}), {})
+        return ((ids.to(device), segments.to(device), {k: in_dtype(v, dtype) for k, v in params.items()}), {})
     return make
 
 

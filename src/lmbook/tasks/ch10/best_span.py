@@ -7,6 +7,7 @@ import torch
 from ... import bert as _course_bert
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_value
+from ..common import in_dtype
 from .shared import ATTRS, MODULES
 
 _BERT = _course_bert
@@ -158,7 +159,7 @@ def _span_case(B: int, n: int, max_len: int | None = None, q_len=None, p_len=Non
             if length < n:  # padding
                 s_log[b, length:] += lure
                 e_log[b, length:] += lure
-        args = (s_log.to(dtype).to(device), e_log.to(dtype).to(device), mask.to(device))
+        args = (in_dtype(s_log, dtype).to(device), in_dtype(e_log, dtype).to(device), mask.to(device))
         return (args + ((max_len,) if max_len is not None else ()), {})
     return make
 

@@ -7,6 +7,7 @@ import torch
 from ... import bert as _course_bert
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_scalar_mismatch
+from ..common import in_dtype
 from .shared import ATTRS, MODULES
 
 _BERT = _course_bert
@@ -57,7 +58,8 @@ def _span_loss_case(B: int, n: int, scale: float = 2.0, dtype=torch.float32, sam
                     at_zero: bool = False):
     def make(g, device):
         s_log, e_log, start, end = _span_inputs(g, B, n, scale, same, at_zero)
-        return ((s_log.to(dtype).to(device), e_log.to(dtype).to(device), start.to(device), end.to(device)), {})
+        return ((in_dtype(s_log, dtype).to(device), in_dtype(e_log, dtype).to(device), start.to(device),
+                 end.to(device)), {})
     return make
 
 
