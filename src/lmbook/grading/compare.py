@@ -58,6 +58,8 @@ def describe_value(x) -> str:
     """What a student returned, in a few words: 'a tensor of shape (2, 3)', 'a list'."""
     if isinstance(x, torch.Tensor):
         return f"a tensor of shape {tuple(x.shape)}"
+    if type(x).__name__ == "ndarray":
+        return "a NumPy array (make a torch tensor: torch.from_numpy(...), or torch's own functions)"
     if type(x).__module__ == "numpy":
         return f"a numpy.{type(x).__name__}"
     return f"a {type(x).__name__}"
@@ -152,6 +154,17 @@ def _pattern(out: torch.Tensor, ref: torch.Tensor, close, dim: int | None) -> st
             return (f"every value is {r:.4g} times the expected one: a scale factor is missing or extra "
                     "(a division by a size, a square root, a sum where a mean is asked, or the reverse)")
     return None
+
+
+def describe_pattern(out: torch.Tensor, ref: torch.Tensor, *, rtol: float = 1e-4, atol: float = 1e-5,
+                     dim: int | None = None) -> str | None:
+    """The simple relation between a wrong answer and the right one (same shape, floating), if any: for a
+    comparison of a task's own that checks the most specific first, before its masks."""
+    out, ref = to_reference(out), to_reference(ref)
+
+    def close(a, b):
+        return torch.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+    return None if close(out, ref).all() else _pattern(out, ref, close, dim)
 
 
 def _nonfinite(out: torch.Tensor, ref: torch.Tensor, hint: str | None) -> str | None:

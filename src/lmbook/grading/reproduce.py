@@ -33,13 +33,14 @@ def _quantize(x):
     """Floats rounded to two significant digits of their spread (their standard deviation), so that printing
     them in decimal gives the very same input."""
     if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
-        finite = x[torch.isfinite(x)].double()
+        finite = x.detach()[torch.isfinite(x.detach())].double()
         spread = float(finite.std()) if finite.numel() > 1 else float(finite.abs().max()) if finite.numel() else 0.0
         if spread > 0:
             k = math.floor(math.log10(spread)) - 1  # the step is 10^k: divide by 10^-k, exactly, when k < 0
-            steps = torch.round(x.double() / 10.0 ** k)
-            y = torch.where(torch.isfinite(x), steps / 10.0 ** -k if k < 0 else steps * 10.0 ** k, x.double())
-            return y.to(x.dtype)
+            steps = torch.round(x.detach().double() / 10.0 ** k)
+            y = torch.where(torch.isfinite(x.detach()), steps / 10.0 ** -k if k < 0 else steps * 10.0 ** k,
+                            x.detach().double())
+            return y.to(x.dtype).detach().requires_grad_(x.requires_grad)
         return x
     if isinstance(x, tuple | list):
         return type(x)(_quantize(v) for v in x)
@@ -205,8 +206,8 @@ def _lines(v, digits: int = 4) -> list[str]:
     """A value as text lines, a matrix a row a line."""
     if isinstance(v, torch.Tensor):
         t = v.detach().cpu()
-        fmt = (lambda x: _float(round(x, digits)) if math.isfinite(x) else _float(x)) if t.is_floating_point() \
-            else _element(t)
+        fmt = (lambda x: _float(round(x, digits) + 0.0) if math.isfinite(x) else _float(x)) \
+            if t.is_floating_point() else _element(t)  # + 0.0: no "-0.0" shown
         if t.numel() > MAX_SHOWN:
             return [f"a tensor of shape {tuple(t.shape)} (too large to show)"]
         return _block(t, fmt)

@@ -207,7 +207,8 @@ def smallest_failure(check, main: Sequence[Outcome], problems: Sequence[str | No
     the case itself when none of them fails (its inputs are visible anyway) and it is small enough to print.
     Nothing when every failing case says the same (a list returned for a tuple): the input does not matter."""
     details = {p.split("] ", 1)[-1] for p in problems if p}
-    if len(details) == 1 and sum(p is not None for p in problems) > 1:
+    if len(details) == 1 and sum(p is not None for p in problems) > 1 and \
+            details.pop().startswith(("returned a", "returned dtype", "changed its input")):
         return None
     for i, (o, problem) in enumerate(zip(main, problems, strict=True)):
         if problem is None:
