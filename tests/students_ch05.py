@@ -15,7 +15,7 @@ INF = float("-inf")
 
 def _has(check, start: str) -> str:
     """The misconception of ``check``'s Mutant that begins with ``start`` (word for word)."""
-    (text,) = [m.misconception for m in check.mutants if m.misconception.startswith(start)]
+    (text,) = {m.misconception for m in check.mutants if m.misconception.startswith(start)}
     return text
 
 

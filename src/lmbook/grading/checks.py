@@ -295,9 +295,14 @@ def case_seed(seed: int, i: int) -> int:
     return seed * 1009 + i
 
 
+# The inputs are drawn from a stream of their own: were it seeded as torch's global generator is before the call,
+# an answer's random draws would repeat the draws that made its inputs (a "random" token would be one of the batch's).
+INPUT_STREAM = 0x5DEECE66D
+
+
 def case_inputs(case: Case, seed: int, i: int, device: torch.device) -> Inputs:
     """The inputs of case ``i`` for a check run with ``seed`` (the same numbers on every device)."""
-    return case.make(torch.Generator().manual_seed(case_seed(seed, i)), device)
+    return case.make(torch.Generator().manual_seed(case_seed(seed, i) ^ INPUT_STREAM), device)
 
 
 def planned(check: Check, hidden: bool) -> list[tuple[Case, int, int | None]]:

@@ -75,8 +75,13 @@ def _shape_hint(got: tuple[int, ...], want: tuple[int, ...]) -> str:
     return ""
 
 
-def _index(flat: int, shape: torch.Size) -> tuple[int, ...]:
-    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), shape)) if len(shape) else ()
+def index_of(flat: int, shape: torch.Size) -> tuple[int, ...]:
+    """The index of entry ``flat`` of a tensor of ``shape`` (torch.unravel_index would import sympy, seconds)."""
+    out = []
+    for size in reversed(tuple(shape)):
+        flat, i = divmod(flat, size)
+        out.append(i)
+    return tuple(reversed(out))
 
 
 def _ranges(indices: Sequence[int]) -> str:
@@ -171,18 +176,18 @@ def _nonfinite(out: torch.Tensor, ref: torch.Tensor, hint: str | None) -> str | 
     """What a mask or an overflow left: NaN or inf where the answer is a number, a number where it is -inf."""
     nan = out.isnan() & ~ref.isnan()
     if nan.any():
-        first = _index(int(nan.flatten().nonzero()[0]), ref.shape)
+        first = index_of(int(nan.flatten().nonzero()[0]), ref.shape)
         return (f"returned NaN at {int(nan.sum())} of {ref.numel()} entries where the answer is a number, the first "
                 f"at index {first} (expected {float(ref[first]):.6g})" + (f"; {hint}" if hint else ""))
     inf = out.isinf() & ~_equal(out, ref)
     if inf.any():
-        first = _index(int(inf.flatten().nonzero()[0]), ref.shape)
+        first = index_of(int(inf.flatten().nonzero()[0]), ref.shape)
         return (f"returned {float(out[first])} at {int(inf.sum())} of {ref.numel()} entries where the answer is "
                 f"{'a number' if torch.isfinite(ref[first]) else float(ref[first])}, the first at index {first} "
                 f"(expected {float(ref[first]):.6g})" + (f"; {hint}" if hint and torch.isfinite(ref[first]) else ""))
     masked = ref.isinf() & ~_equal(out, ref)
     if masked.any():
-        first = _index(int(masked.flatten().nonzero()[0]), ref.shape)
+        first = index_of(int(masked.flatten().nonzero()[0]), ref.shape)
         return (f"returned {float(out[first]):.6g} at index {first}, where the answer is {float(ref[first])} "
                 f"({int(masked.sum())} such entries): those entries are masked and must be exactly "
                 f"{float(ref[first])} (float('{'-' if ref[first] < 0 else ''}inf'))")
@@ -202,7 +207,7 @@ def where_wrong(wrong: torch.Tensor) -> str:
             right = [i for i in range(n) if i not in hit]
             parts.append(f"{'index' if len(hit) == 1 else 'indices'} {_ranges(hit)} of dimension {k} "
                          f"({_ranges(right)} {'is' if len(right) == 1 else 'are'} right)")
-    return "only at " + "; ".join(parts) if parts else "all along every dimension"
+    return "only at " + "; ".join(parts) if parts else ""
 
 
 def describe_tensor_mismatch(out, ref: torch.Tensor, *, rtol: float = 1e-4, atol: float = 1e-5,
@@ -237,14 +242,15 @@ def describe_tensor_mismatch(out, ref: torch.Tensor, *, rtol: float = 1e-4, atol
     described = _pattern(out, ref, close, dim) or _nonfinite(out, ref, nan_hint)
     if described:
         return described
-    first = _index(int(wrong.flatten().nonzero()[0]), ref.shape)
+    first = index_of(int(wrong.flatten().nonzero()[0]), ref.shape)
     diff = (out - ref).abs().masked_fill(_equal(out, ref), 0.0)
-    worst = _index(int(diff.flatten().argmax()), ref.shape)
+    worst = index_of(int(diff.flatten().argmax()), ref.shape)
     if ref.numel() == 1:
         got, want = _pair(float(out.flatten()[0]), float(ref.flatten()[0]))
         return f"you returned {got}, expected {want}"
+    where = where_wrong(wrong)
     count = (f"at all {ref.numel()} entries" if wrong.all() else
-             f"at {int(wrong.sum())} of {ref.numel()} entries, {where_wrong(wrong)}")
+             f"at {int(wrong.sum())} of {ref.numel()} entries" + (f", {where}" if where else ""))
     got, want = _pair(float(out[first]), float(ref[first]))
     message = f"values differ {count}; the first at index {first}: you returned {got}, expected {want}"
     if worst != first:

@@ -84,7 +84,7 @@ def _label(params: dict, floors: dict) -> str:
 
 
 def sized(name: str, build: Callable[..., Callable], *, floors: dict[str, int],
-          fit: Callable[[dict], dict | None] | None = None, limit: int = 16, **params):
+          fit: Callable[[dict], dict | None] | None = None, limit: int = 10, **params):
     """A :class:`~lmbook.grading.checks.Case` ``build(**params)`` that knows its smaller versions.
 
     ``floors``: the sizes that may shrink and their smallest values (``{"B": 1, "n": 1}``); ``fit`` adjusts a
@@ -112,6 +112,8 @@ def _float(v: float, dtype: torch.dtype = torch.float64) -> str:
         return "float('nan')"
     if math.isinf(v):
         return "float('inf')" if v > 0 else "float('-inf')"
+    if v == 0:
+        return "0.0"  # not "-0.0"
     for digits in (4, 8, 12):
         short = repr(round(v, digits))
         if torch.tensor(float(short), dtype=dtype).item() == torch.tensor(v, dtype=dtype).item():

@@ -7,6 +7,7 @@ import torch
 from ... import bert as _course_bert
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_scalar_mismatch
+from ...grading.reproduce import sized
 from ..common import in_dtype
 from .shared import ATTRS, MODULES
 
@@ -63,12 +64,17 @@ def _span_loss_case(B: int, n: int, scale: float = 2.0, dtype=torch.float32, sam
     return make
 
 
+SHRINK = {"B": 1, "n": 1}
+
+
 SPAN_LOSS = Check(
     task="span_loss",
     what="(CE(start_logits, start) + CE(end_logits, end)) / 2, each cross-entropy averaged over the batch",
     reference=_span_loss_ref,
     compare=lambda out, ref: describe_scalar_mismatch(out, ref, rtol=1e-4, atol=1e-6, accept=("tensor",)),
-    cases=[Case("batch 4, n = 12", _span_loss_case(4, 12)), Case("batch 8, n = 20", _span_loss_case(8, 20))],
+    cases=[sized("batch 4, n = 12", _span_loss_case, B=4, n=12, floors=SHRINK),
+           sized("batch 8, n = 20", _span_loss_case, B=8, n=20, floors=SHRINK),
+           sized("float64 logits, batch 3, n = 5", _span_loss_case, B=3, n=5, dtype=torch.float64, floors=SHRINK)],
     hidden_cases=[Case("a batch of one", _span_loss_case(1, 9)),
                   Case("length one (the only span is (0, 0)): the loss is 0", _span_loss_case(3, 1)),
                   Case("one-token answers (start = end)", _span_loss_case(5, 10, same=True)),
