@@ -15,7 +15,7 @@ INF = float("-inf")
 
 def _has(check, start: str) -> str:
     """The misconception of ``check``'s Mutant that begins with ``start`` (word for word)."""
-    (text,) = [m.misconception for m in check.mutants if m.misconception.startswith(start)]
+    (text,) = {m.misconception for m in check.mutants if m.misconception.startswith(start)}
     return text
 
 
@@ -221,6 +221,167 @@ def att_right_rows(Q, K, V, key_mask, causal):  # one query at a time, over the 
             A[b, i, keys] = torch.softmax(s, dim=0)
     return A @ V, A
 
+# ----------------------------------------------------------------------------- the kinds of issue 31
+# (tolerances that hide mistakes, contracts, inputs that expose a mistake, messages that must not mislead)
+
+def qkv_float32_inside(X, W_q, b_q, W_k, b_k, W_v, b_v):  # computes in float32, hands back the inputs' dtype
+    return tuple((X.float() @ W.float().T + b.float()).to(X.dtype) for W, b in ((W_q, b_q), (W_k, b_k), (W_v, b_v)))
+
+
+def qkv_float32_weights(X, W_q, b_q, W_k, b_k, W_v, b_v):  # float32 weights, float64 result: float32's digits
+    return tuple(X @ W.float().double().T + b.float().double() for W, b in ((W_q, b_q), (W_k, b_k), (W_v, b_v)))
+
+
+def qkv_list(X, W_q, b_q, W_k, b_k, W_v, b_v):  # a list where the statement asks for a tuple
+    return [X @ W_q.T + b_q, X @ W_k.T + b_k, X @ W_v.T + b_v]
+
+
+def qkv_list_comprehension(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    return [X @ W.T + b for W, b in ((W_q, b_q), (W_k, b_k), (W_v, b_v))]
+
+
+def qkv_squeezed(X, W_q, b_q, W_k, b_k, W_v, b_v):  # .squeeze() drops the batch of one, or the length of one
+    return tuple((X @ W.T + b).squeeze() for W, b in ((W_q, b_q), (W_k, b_k), (W_v, b_v)))
+
+
+def qkv_transpose_q_only(X, W_q, b_q, W_k, b_k, W_v, b_v):  # raises inside the student's code unless d == d_k
+    return X @ W_q.T + b_q, X @ W_k + b_k, X @ W_v + b_v
+
+
+def _project(X, W, b):
+    return X @ W.transpose(0, 2) + b  # a (d_out, d) matrix has no dimension 2: raises IndexError
+
+
+def qkv_helper_raises(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    return _project(X, W_q, b_q), _project(X, W_k, b_k), _project(X, W_v, b_v)
+
+
+def qkv_value_bias_k(X, W_q, b_q, W_k, b_k, W_v, b_v):  # V gets K's bias: only V is wrong
+    return X @ W_q.T + b_q, X @ W_k.T + b_k, X @ W_v.T + b_k[: W_v.shape[0]] if W_v.shape[0] <= b_k.shape[0] else \
+        X @ W_v.T
+
+
+def qkv_bias_scaled(X, W_q, b_q, W_k, b_k, W_v, b_v):  # halves every bias: no named mistake
+    return X @ W_q.T + b_q / 2, X @ W_k.T + b_k / 2, X @ W_v.T + b_v / 2
+
+
+def _allowed(key_mask, n, causal, device):
+    allowed = key_mask.bool()[:, None, :]
+    return allowed & _causal(n, device) if causal else allowed
+
+
+def att_float32_inside(Q, K, V, key_mask, causal):  # float32 arithmetic for float64 inputs, cast back
+    scores = Q.float() @ K.float().transpose(1, 2) / math.sqrt(Q.shape[-1])
+    A = torch.softmax(scores.masked_fill(~_allowed(key_mask, Q.shape[1], causal, Q.device), INF), -1)
+    return (A @ V.float()).to(Q.dtype), A.to(Q.dtype)
+
+
+def att_softmax_float32(Q, K, V, key_mask, causal):  # "softmax is safer in float32"
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    A = torch.softmax(scores.masked_fill(~_allowed(key_mask, Q.shape[1], causal, Q.device), INF).float(), -1)
+    A = A.to(V.dtype)
+    return A @ V, A
+
+
+def att_list(Q, K, V, key_mask, causal):  # a list where the statement asks for a tuple
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    A = torch.softmax(scores.masked_fill(~_allowed(key_mask, Q.shape[1], causal, Q.device), INF), -1)
+    return [A @ V, A]
+
+
+def att_list_call(Q, K, V, key_mask, causal):
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    A = torch.softmax(scores.masked_fill(~_allowed(key_mask, Q.shape[1], causal, Q.device), INF), -1)
+    return list((A @ V, A))
+
+
+def att_squeezed(Q, K, V, key_mask, causal):  # .squeeze(0) "to drop the batch": only a batch of one has one
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    A = torch.softmax(scores.masked_fill(~_allowed(key_mask, Q.shape[1], causal, Q.device), INF), -1)
+    return (A @ V).squeeze(0), A.squeeze(0)
+
+
+def att_zeroes_padded_values(Q, K, V, key_mask, causal):  # "they get weight 0 anyway": V of the caller changed
+    V[~key_mask.bool()] = 0.0
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    A = torch.softmax(scores.masked_fill(~_allowed(key_mask, Q.shape[1], causal, Q.device), INF), -1)
+    return A @ V, A
+
+
+def att_fills_K_in_place(Q, K, V, key_mask, causal):  # zeroes the padded keys of the caller's K
+    K.masked_fill_(~key_mask.bool()[..., None], 0.0)
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    A = torch.softmax(scores.masked_fill(~_allowed(key_mask, Q.shape[1], causal, Q.device), INF), -1)
+    return A @ V, A
+
+
+def att_global_max(Q, K, V, key_mask, causal):  # subtracts one maximum for the whole batch: rows far below it
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    e = torch.exp(scores - scores.max()) * _allowed(key_mask, Q.shape[1], causal, Q.device)
+    A = e / e.sum(-1, keepdim=True)
+    return A @ V, A
+
+
+def att_clamped_scores(Q, K, V, key_mask, causal):  # clamps the scores "against overflow": wrong for large ones
+    scores = (Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])).clamp(-20, 20)
+    A = torch.softmax(scores.masked_fill(~_allowed(key_mask, Q.shape[1], causal, Q.device), INF), -1)
+    return A @ V, A
+
+
+def att_mask_not_unsqueezed(Q, K, V, key_mask, causal):  # (B, n) against (B, n, n): raises unless B == n
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    scores = scores.masked_fill(~key_mask, INF)
+    if causal:
+        scores = scores.masked_fill(~_causal(Q.shape[1], Q.device), INF)
+    A = torch.softmax(scores, -1)
+    return A @ V, A
+
+
+def att_python_and(Q, K, V, key_mask, causal):  # `and` on tensors raises "Boolean value ... is ambiguous"
+    n = Q.shape[1]
+    allowed = key_mask[:, None, :] and _causal(n, Q.device) if causal else key_mask[:, None, :]
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    A = torch.softmax(scores.masked_fill(~allowed, INF), -1)
+    return A @ V, A
+
+
+def att_softmax_of_mask(Q, K, V, key_mask, causal):  # softmax of the bool mask: torch raises NotImplementedError
+    allowed = _allowed(key_mask, Q.shape[1], causal, Q.device)
+    A = torch.softmax(allowed, -1) * (Q @ K.transpose(1, 2))
+    return A @ V, A
+
+
+def att_softmax_dim0(Q, K, V, key_mask, causal):  # softmax over the batch: NaN where every batch row is -inf
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    A = torch.softmax(scores.masked_fill(~_allowed(key_mask, Q.shape[1], causal, Q.device), INF), 0)
+    return A @ V, A
+
+
+def att_keys_by_queries(Q, K, V, key_mask, causal):  # K Qᵀ: row j is key j against every query
+    scores = K @ Q.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    A = torch.softmax(scores.masked_fill(~_allowed(key_mask, Q.shape[1], causal, Q.device), INF), -1)
+    return A @ V, A
+
+
+def att_keys_by_queries_einsum(Q, K, V, key_mask, causal):
+    scores = torch.einsum("bjd,bid->bji", K, Q) / Q.shape[-1] ** 0.5
+    A = (scores.masked_fill(~_allowed(key_mask, Q.shape[1], causal, Q.device), INF)).softmax(dim=2)
+    return torch.einsum("bij,bjv->biv", A, V), A
+
+
+def att_sqrt_dv(Q, K, V, key_mask, causal):  # divides by sqrt(d_v): right only where d_v == d_k
+    scores = Q @ K.transpose(1, 2) / math.sqrt(V.shape[-1])
+    A = torch.softmax(scores.masked_fill(~_allowed(key_mask, Q.shape[1], causal, Q.device), INF), -1)
+    return A @ V, A
+
+
+def att_values_averaged(Q, K, V, key_mask, causal):  # the output averages the values, ignoring the weights
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    allowed = _allowed(key_mask, Q.shape[1], causal, Q.device)
+    A = torch.softmax(scores.masked_fill(~allowed, INF), -1)
+    Y = (allowed.to(V.dtype) / allowed.sum(-1, keepdim=True)) @ V
+    return Y, A
+
 
 WRONG = {
     "qkv_projections": [
@@ -232,6 +393,15 @@ WRONG = {
         Student(qkv_bias_first, None),
         Student(qkv_float32, None),
         Student(qkv_transposes_in_place, None),
+        Student(qkv_float32_inside, None, note="float32 arithmetic, float64 returned"),
+        Student(qkv_float32_weights, None, note="float32 weights, float64 returned"),
+        Student(qkv_list, None, note="a list, not a tuple"),
+        Student(qkv_list_comprehension, None, note="a list comprehension, not a tuple"),
+        Student(qkv_squeezed, None, note=".squeeze() drops a batch of one"),
+        Student(qkv_transpose_q_only, None, note="raises inside the student's code on non-square weights"),
+        Student(qkv_helper_raises, None, note="a helper of the student's raises"),
+        Student(qkv_value_bias_k, None, note="V with K's bias"),
+        Student(qkv_bias_scaled, None, note="half the biases"),
     ],
     "masked_attention": [
         Student(att_no_scale, _has(MASKED_ATTENTION, "left out the 1/sqrt(d_k)")),
@@ -246,6 +416,23 @@ WRONG = {
         Student(att_batch_as_dk, None),
         Student(att_scales_q_in_place, None),
         Student(att_exp, _has(MASKED_ATTENTION, "computed exp(scores) directly")),
+        Student(att_float32_inside, None, note="float32 arithmetic, float64 returned"),
+        Student(att_softmax_float32, None, note="the softmax in float32"),
+        Student(att_list, None, note="a list, not a tuple"),
+        Student(att_list_call, None, note="list(...), not a tuple"),
+        Student(att_squeezed, None, note=".squeeze(0) breaks a batch of one"),
+        Student(att_zeroes_padded_values, None, note="zeroes the caller's V at padding"),
+        Student(att_fills_K_in_place, None, note="masked_fill_ on the caller's K"),
+        Student(att_global_max, None, note="one maximum for the whole batch: 0/0 for rows far below it"),
+        Student(att_clamped_scores, None, note="clamped scores: wrong for large ones"),
+        Student(att_mask_not_unsqueezed, None, note="raises inside the student's code"),
+        Student(att_python_and, None, note="`and` on tensors raises"),
+        Student(att_softmax_of_mask, None, note="torch raises NotImplementedError inside the student's code"),
+        Student(att_softmax_dim0, None, note="softmax over the batch: NaN"),
+        Student(att_keys_by_queries, _has(MASKED_ATTENTION, "computed the scores as K Qᵀ")),
+        Student(att_keys_by_queries_einsum, _has(MASKED_ATTENTION, "computed the scores as K Qᵀ")),
+        Student(att_sqrt_dv, None, note="sqrt(d_v) for sqrt(d_k)"),
+        Student(att_values_averaged, None, note="the output ignores the weights"),
     ],
 }
 

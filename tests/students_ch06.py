@@ -16,7 +16,7 @@ INF = float("-inf")
 
 def _has(check, start: str) -> str:
     """The misconception of ``check``'s Mutant that begins with ``start`` (word for word)."""
-    (text,) = [m.misconception for m in check.mutants if m.misconception.startswith(start)]
+    (text,) = {m.misconception for m in check.mutants if m.misconception.startswith(start)}
     return text
 
 
@@ -333,6 +333,229 @@ def mha_right_minus_1e9(query, key, value, in_proj_weight, in_proj_bias, out_pro
     y = torch.bmm(A.view(B * n_head, n_q, n_k), v).view(B, n_head, n_q, d_head).transpose(1, 2).reshape(B, n_q, d)
     return F.linear(y, out_proj_weight, out_proj_bias), A
 
+# ----------------------------------------------------------------------------- the kinds of issue 31
+
+def split_float32_inside(x, n_head):  # a round trip through float32: float64 values lose their last digits
+    B, n, d = x.shape
+    return x.float().view(B, n, n_head, d // n_head).transpose(1, 2).to(x.dtype)
+
+
+def split_half_round_trip(x, n_head):
+    B, n, d = x.shape
+    return x.to(torch.float32).reshape(B, n, n_head, -1).permute(0, 2, 1, 3).double() if x.dtype == torch.float64 \
+        else x.reshape(B, n, n_head, -1).permute(0, 2, 1, 3)
+
+
+def split_squeezed(x, n_head):  # .squeeze() drops a batch of one, a length of one, one head
+    B, n, d = x.shape
+    return x.view(B, n, n_head, d // n_head).transpose(1, 2).squeeze()
+
+
+def split_view_raises(x, n_head):  # view with the head size and the number of heads multiplied wrongly
+    B, n, d = x.shape
+    return x.view(B, n, n_head, d).transpose(1, 2)
+
+
+def split_unsqueeze_in_place(x, n_head):  # unsqueeze_ reshapes the caller's tensor
+    B, n, d = x.shape
+    x.unsqueeze_(2)
+    return x.view(B, n, n_head, d // n_head).transpose(1, 2)
+
+
+def split_heads_last(x, n_head):  # (B, n_head, d_head, n): the positions last
+    B, n, d = x.shape
+    return x.view(B, n, n_head, d // n_head).permute(0, 2, 3, 1)
+
+
+def split_reversed_heads(x, n_head):  # head 0 takes the last block of features
+    B, n, d = x.shape
+    return x.view(B, n, n_head, d // n_head).flip(2).transpose(1, 2)
+
+
+def merge_float32_inside(x):
+    B, h, n, d_head = x.shape
+    return x.float().transpose(1, 2).reshape(B, n, h * d_head).to(x.dtype)
+
+
+def merge_via_numpy(x):  # through numpy's float32 (a habit from another course)
+    B, h, n, d_head = x.shape
+    return torch.from_numpy(x.transpose(1, 2).reshape(B, n, h * d_head).cpu().numpy().astype("float32")).to(
+        dtype=x.dtype, device=x.device)
+
+
+def merge_squeezed(x):
+    B, h, n, d_head = x.shape
+    return x.transpose(1, 2).reshape(B, n, h * d_head).squeeze(0)
+
+
+def merge_transposes_in_place(x):  # transpose_ on the caller's tensor: its shape changes under its feet
+    B, h, n, d_head = x.shape
+    return x.transpose_(1, 2).reshape(B, n, h * d_head)
+
+
+def merge_flatten_view(x):  # flatten(2), then view: the same as reshaping without the transpose
+    B, h, n, d_head = x.shape
+    return x.flatten(2).view(B, n, h * d_head)
+
+
+def merge_view_raises_helper(x):
+    return _merge_view(x)
+
+
+def _merge_view(y):
+    B, h, n, d_head = y.shape
+    return y.permute(0, 2, 1, 3).view(B, n, -1)  # not contiguous: view raises
+
+
+def merge_reversed_heads(x):  # the heads side by side, the last one first
+    B, h, n, d_head = x.shape
+    return x.flip(1).transpose(1, 2).reshape(B, n, h * d_head)
+
+
+def merge_positions_reversed(x):
+    B, h, n, d_head = x.shape
+    return x.transpose(1, 2).reshape(B, n, h * d_head).flip(1)
+
+
+def _mha(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head, key_padding_mask,
+         causal, *, dtype=None, scale=None, fill=INF):
+    cast = (lambda t: t.to(dtype)) if dtype is not None else (lambda t: t)
+    q, k, v = (_heads(cast(t), n_head) for t in _project(query, key, value, cast(in_proj_weight), cast(in_proj_bias)))
+    scores = q @ k.transpose(-2, -1) / (scale or math.sqrt(q.shape[-1]))
+    blocked = key_padding_mask[:, None, None, :]
+    if causal:
+        blocked = blocked | torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1)
+    A = torch.softmax(scores.masked_fill(blocked, fill), dim=-1)
+    return _merge(A @ v) @ cast(out_proj_weight).T + cast(out_proj_bias), A
+
+
+def mha_float32_inside(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                       key_padding_mask, causal):  # float32 inside, the inputs' dtype outside
+    y, A = _mha(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                key_padding_mask, causal, dtype=torch.float32)
+    return y.to(query.dtype), A.to(query.dtype)
+
+
+def mha_softmax_float32(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                        key_padding_mask, causal):
+    q, k, v = (_heads(t, n_head) for t in _project(query, key, value, in_proj_weight, in_proj_bias))
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).float()
+    A = torch.softmax(scores.masked_fill(key_padding_mask[:, None, None, :] | (
+        torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1) if causal else False), INF),
+        -1).to(query.dtype)
+    return _merge(A @ v) @ out_proj_weight.T + out_proj_bias, A
+
+
+def mha_list(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+             key_padding_mask, causal):
+    return list(_mha(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                     key_padding_mask, causal))
+
+
+def mha_list_literal(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                     key_padding_mask, causal):
+    y, A = _mha(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                key_padding_mask, causal)
+    return [y, A]
+
+
+def mha_squeeze_heads(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                      key_padding_mask, causal):  # .squeeze() on the weights "for one head": breaks B=1, n_q=1
+    y, A = _mha(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                key_padding_mask, causal)
+    return y, A.squeeze() if n_head == 1 else A
+
+
+def mha_squeeze_mask(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                     key_padding_mask, causal):  # the mask squeezed: a batch of one loses its batch dimension
+    q, k, v = (_heads(t, n_head) for t in _project(query, key, value, in_proj_weight, in_proj_bias))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    blocked = key_padding_mask.squeeze()[..., None, None, :] if key_padding_mask.shape[0] > 1 else \
+        key_padding_mask.squeeze()[None, :, None]
+    if causal:
+        blocked = blocked | torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1)
+    A = torch.softmax(scores.masked_fill(blocked, INF), -1)
+    return _merge(A @ v) @ out_proj_weight.T + out_proj_bias, A
+
+
+def mha_pads_in_place(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                      key_padding_mask, causal):  # zeroes the caller's padded keys "to be safe"
+    key[key_padding_mask] = 0.0
+    return _mha(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                key_padding_mask, causal)
+
+
+def mha_flips_mask_in_place(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                            key_padding_mask, causal):  # logical_not_() turns the caller's mask into "may attend"
+    allowed = key_padding_mask.logical_not_()
+    return _mha(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head, ~allowed,
+                causal)
+
+
+def mha_minus_1e4(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                  key_padding_mask, causal):  # -1e4 for the mask: large scores beat it
+    return _mha(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                key_padding_mask, causal, fill=-30.0)
+
+
+def mha_manual_softmax(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                       key_padding_mask, causal):  # exp without the maximum: overflows for large scores
+    q, k, v = (_heads(t, n_head) for t in _project(query, key, value, in_proj_weight, in_proj_bias))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    blocked = key_padding_mask[:, None, None, :]
+    if causal:
+        blocked = blocked | torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1)
+    e = torch.exp(scores).masked_fill(blocked, 0.0)
+    A = e / e.sum(-1, keepdim=True)
+    return _merge(A @ v) @ out_proj_weight.T + out_proj_bias, A
+
+
+def mha_blocked_wrong_axis(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                           key_padding_mask, causal):  # (B, 1, n_k, 1): over the queries; raises if n_q != n_k
+    q, k, v = (_heads(t, n_head) for t in _project(query, key, value, in_proj_weight, in_proj_bias))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    blocked = key_padding_mask[:, None, :, None]
+    if causal:
+        blocked = blocked | torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1)
+    A = torch.softmax(scores.masked_fill(blocked, INF), -1)
+    return _merge(A @ v) @ out_proj_weight.T + out_proj_bias, A
+
+
+def mha_chunk_wrong_dim(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                        key_padding_mask, causal):  # chunk(3, dim=1) cuts the columns: (3d, d/3), then raises
+    W_q, W_k, W_v = in_proj_weight.chunk(3, dim=1)
+    b_q, b_k, b_v = in_proj_bias.chunk(3)
+    q = _heads(query @ W_q.T + b_q, n_head)
+    k = _heads(key @ W_k.T + b_k, n_head)
+    v = _heads(value @ W_v.T + b_v, n_head)
+    y, A = _attend(q, k, v, key_padding_mask, causal, math.sqrt(q.shape[-1]))
+    return _merge(y) @ out_proj_weight.T + out_proj_bias, A
+
+
+def mha_softmax_all_axes(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                         key_padding_mask, causal):  # softmax over the heads: NaN where a column is all -inf
+    q, k, v = (_heads(t, n_head) for t in _project(query, key, value, in_proj_weight, in_proj_bias))
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    blocked = key_padding_mask[:, None, None, :]
+    if causal:
+        blocked = blocked | torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device).triu(1)
+    A = torch.softmax(scores.masked_fill(blocked, INF), dim=1)
+    return _merge(A @ v) @ out_proj_weight.T + out_proj_bias, A
+
+
+def mha_out_bias_twice(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                       key_padding_mask, causal):  # adds out_proj_bias twice: only the output is wrong
+    y, A = _mha(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                key_padding_mask, causal)
+    return y + out_proj_bias, A
+
+
+def mha_value_bias_dropped(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                           key_padding_mask, causal):  # b_v left out: the weights are right, the output is not
+    b = in_proj_bias.clone()
+    b[2 * query.shape[-1]:] = 0
+    return _mha(query, key, value, in_proj_weight, b, out_proj_weight, out_proj_bias, n_head, key_padding_mask, causal)
+
 
 WRONG = {
     "split_heads": [
@@ -343,6 +566,13 @@ WRONG = {
         Student(split_chunk_positions, None),
         Student(split_transpose_last, None),
         Student(split_float32, None),
+        Student(split_float32_inside, None, note="float32 round trip"),
+        Student(split_half_round_trip, None, note="float32 round trip, then .double()"),
+        Student(split_squeezed, None, note=".squeeze() drops sizes of 1"),
+        Student(split_view_raises, None, note="view raises inside the student's code"),
+        Student(split_unsqueeze_in_place, None, note="unsqueeze_ on the caller's x"),
+        Student(split_heads_last, None, note="(B, n_head, d_head, n)"),
+        Student(split_reversed_heads, None, note="heads in reverse order"),
     ],
     "merge_heads": [
         Student(merge_reshape_straight, _has(MERGE_HEADS, "reshaped (B, n_head, n, d_head) to (B, n, d)")),
@@ -353,6 +583,15 @@ WRONG = {
         Student(merge_view_after_transpose, None),
         Student(merge_cat_positions, None),
         Student(merge_float32, None),
+        Student(merge_float32_inside, None, note="float32 round trip"),
+        Student(merge_via_numpy, None, note="through numpy's float32"),
+        Student(merge_squeezed, None, note=".squeeze(0) drops a batch of one"),
+        Student(merge_transposes_in_place, None, note="transpose_ on the caller's tensor"),
+        Student(merge_flatten_view, _has(MERGE_HEADS, "reshaped (B, n_head, n, d_head) to (B, n, d)"),
+                note="flatten then view: the straight reshape"),
+        Student(merge_view_raises_helper, None, note="a helper's .view raises"),
+        Student(merge_reversed_heads, None, note="the heads in reverse order"),
+        Student(merge_positions_reversed, None, note="the positions in reverse order"),
     ],
     "multihead_attention": [
         Student(mha_no_scale, _has(MULTIHEAD_ATTENTION, "left out the 1/sqrt(d_head)")),
@@ -369,6 +608,21 @@ WRONG = {
         Student(mha_query_everywhere, None),
         Student(mha_float32, None),
         Student(mha_softmax_over_queries, None),
+        Student(mha_float32_inside, None, note="float32 inside"),
+        Student(mha_softmax_float32, None, note="the softmax in float32"),
+        Student(mha_list, None, note="a list, not a tuple"),
+        Student(mha_list_literal, None, note="[y, A], not a tuple"),
+        Student(mha_squeeze_heads, None, note=".squeeze() on one head's weights"),
+        Student(mha_squeeze_mask, None, note="the mask squeezed"),
+        Student(mha_pads_in_place, None, note="zeroes the caller's padded keys"),
+        Student(mha_flips_mask_in_place, None, note="logical_not_() on the caller's mask"),
+        Student(mha_minus_1e4, None, note="a finite fill that large scores beat"),
+        Student(mha_manual_softmax, None, note="exp without the maximum"),
+        Student(mha_blocked_wrong_axis, None, note="the mask broadcast over the queries"),
+        Student(mha_chunk_wrong_dim, None, note="chunk along the columns raises"),
+        Student(mha_softmax_all_axes, None, note="softmax over the heads"),
+        Student(mha_out_bias_twice, None, note="out_proj_bias added twice"),
+        Student(mha_value_bias_dropped, None, note="b_v left out"),
     ],
 }
 

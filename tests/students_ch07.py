@@ -16,7 +16,7 @@ INF = float("-inf")
 
 def _has(check, start: str) -> str:
     """The misconception of ``check``'s Mutant that begins with ``start`` (word for word)."""
-    (text,) = [m.misconception for m in check.mutants if m.misconception.startswith(start)]
+    (text,) = {m.misconception for m in check.mutants if m.misconception.startswith(start)}
     return text
 
 
@@ -359,6 +359,208 @@ def rel_right_index_select(table, n_q, n_k):
     idx = (k_pos[None, :] - q_pos[:, None]).clamp(-D, D).add(D).flatten()
     return table.t().index_select(1, idx).view(-1, n_q, n_k)
 
+# ----------------------------------------------------------------------------- the kinds of issue 31
+
+def _pe(n_pos, d, theta):
+    angles = torch.arange(n_pos, dtype=torch.float64)[:, None] * theta
+    return torch.stack([angles.sin(), angles.cos()], -1).reshape(n_pos, d).float()
+
+
+def sin_base_1000(n_pos, d):  # the base misremembered: 1000
+    return _pe(n_pos, d, 1000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d))
+
+
+def sin_exponent_over_d_minus_1(n_pos, d):  # 2i/(d - 1), as in a blog post's off-by-one
+    return _pe(n_pos, d, 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / (d - 1)))
+
+
+def sin_numpy(n_pos, d):  # a NumPy array where a tensor is asked
+    p = np.arange(n_pos)[:, None]
+    theta = 10000.0 ** (-np.arange(0, d, 2) / d)
+    pe = np.zeros((n_pos, d))
+    pe[:, 0::2], pe[:, 1::2] = np.sin(p * theta), np.cos(p * theta)
+    return pe
+
+
+def sin_nested_list(n_pos, d):  # a list of lists
+    return _pe(n_pos, d, 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)).tolist()
+
+
+def sin_theta_float16(n_pos, d):  # θ in half precision: right near 0, wrong far away
+    theta = (10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)).half().double()
+    return _pe(n_pos, d, theta)
+
+
+def sin_angles_bfloat16(n_pos, d):
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = (torch.arange(n_pos, dtype=torch.float64)[:, None] * theta).bfloat16().double()
+    return torch.stack([angles.sin(), angles.cos()], -1).reshape(n_pos, d).float()
+
+
+def sin_float_size(n_pos, d):  # d / 2 is a float: torch.zeros raises TypeError inside the student's code
+    pe = torch.zeros(n_pos, d / 2, 2)
+    theta = 10000.0 ** (-torch.arange(0, d, 2) / d)
+    angles = torch.arange(n_pos)[:, None] * theta
+    pe[..., 0], pe[..., 1] = angles.sin(), angles.cos()
+    return pe.reshape(n_pos, d)
+
+
+def sin_squeezed(n_pos, d):  # .squeeze() drops the one position of n_pos = 1
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = (torch.arange(n_pos, dtype=torch.float64)[:, None] * theta).squeeze()
+    return torch.stack([angles.sin(), angles.cos()], -1).reshape(-1, d).float().squeeze()
+
+
+def rope_angles_float32(x, positions):  # float32 angles for float64 vectors
+    d = x.shape[-1]
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d)
+    a = positions.float()[:, None] * theta
+    cos, sin = a.cos().to(x.dtype), a.sin().to(x.dtype)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+
+
+def rope_complex64(x, positions):  # through complex64 whatever the input: float32's digits
+    d = x.shape[-1]
+    z = torch.view_as_complex(x.float().reshape(*x.shape[:-1], d // 2, 2).contiguous())
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d)
+    turned = z * torch.polar(torch.ones(len(positions), d // 2), positions.float()[:, None] * theta)
+    return torch.view_as_real(turned).reshape(x.shape).to(x.dtype)
+
+
+def rope_squeezed(x, positions):  # squeeze() of the angles: a single position loses its dimension
+    d = x.shape[-1]
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
+    a = (positions.double()[:, None] * theta).squeeze()
+    cos, sin = a.cos().to(x.dtype), a.sin().to(x.dtype)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+
+
+def rope_writes_slices(x, positions):  # x[..., 0::2] = ... writes the caller's tensor
+    cos, sin = _angles(positions, x.shape[-1], x)
+    x1, x2 = x[..., 0::2].clone(), x[..., 1::2].clone()
+    x[..., 0::2] = x1 * cos - x2 * sin
+    x[..., 1::2] = x1 * sin + x2 * cos
+    return x
+
+
+def rope_half_angles(x, positions):  # angles in half precision: wrong for far positions
+    d = x.shape[-1]
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
+    a = (positions.double()[:, None] * theta).half().double()
+    cos, sin = a.cos().to(x.dtype), a.sin().to(x.dtype)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+
+
+def rope_polar_dtypes(x, positions):  # torch.polar with float32 magnitudes and float64 angles raises
+    d = x.shape[-1]
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
+    angles = positions.double()[:, None] * theta
+    rot = torch.polar(torch.ones(angles.shape), angles)
+    z = torch.view_as_complex(x.reshape(*x.shape[:-1], d // 2, 2).contiguous())
+    return torch.view_as_real(z * rot).reshape(x.shape)
+
+
+def rope_base_500(x, positions):  # a base of 500: an unnamed mistake, told where and by how much
+    d = x.shape[-1]
+    theta = 500.0 ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
+    a = positions.double()[:, None] * theta
+    cos, sin = a.cos().to(x.dtype), a.sin().to(x.dtype)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
+
+
+def alibi_next_power(n_head, n):  # 6 heads: the first 6 slopes of 8 heads
+    k = 2 ** math.ceil(math.log2(n_head))
+    return _causal([2 ** (-8 * (h + 1) / k) for h in range(k)][:n_head], n)
+
+
+def alibi_first_of_2m(n_head, n):  # the extra heads take the first slopes of 2m, not every other one
+    m = 2 ** math.floor(math.log2(n_head))
+    return _causal([2 ** (-8 * (h + 1) / m) for h in range(m)]
+                   + [2 ** (-8 * (h + 1) / (2 * m)) for h in range(2 * m)][: n_head - m], n)
+
+
+def alibi_numpy(n_head, n):  # a NumPy array
+    return _causal(_slopes_paper(n_head), n).numpy()
+
+
+def alibi_list(n_head, n):
+    return _causal(_slopes_paper(n_head), n).tolist()
+
+
+def alibi_keys_by_queries(n_head, n):  # [h, j, i]: the transpose (the mask in the lower triangle... of j, i)
+    return _causal(_slopes_paper(n_head), n).transpose(1, 2)
+
+
+def alibi_transposed_loops(n_head, n):
+    out = torch.full((n_head, n, n), INF)
+    slopes = _slopes_paper(n_head)
+    for h in range(n_head):
+        for i in range(n):
+            for j in range(i + 1):
+                out[h, j, i] = -slopes[h] * (i - j)
+    return out
+
+
+def alibi_range_float(n_head, n):  # 2 ** log2(n) is a float: range() raises TypeError
+    m = 2 ** math.floor(math.log2(n_head)) * 1.0
+    slopes = [2 ** (-8 * (h + 1) / m) for h in range(m)]
+    return _causal(slopes, n)
+
+
+def alibi_slopes_from_zero(n_head, n):  # h from 0: the first head gets slope 1
+    return _causal([2 ** (-8 * h / n_head) for h in range(n_head)], n)
+
+
+def alibi_slopes_base_e(n_head, n):  # e^(-8(h+1)/n) instead of 2^(...)
+    return _causal([math.exp(-8 * (h + 1) / n_head) for h in _range_paper(n_head)], n)
+
+
+def _range_paper(n_head):
+    return range(n_head)
+
+
+def rel_gather_float32(table, n_q, n_k):  # through float32 and back: float32's digits in a float64 answer
+    return _rel(table.float(), n_q, n_k).to(table.dtype)
+
+
+def rel_no_grad(table, n_q, n_k):  # computed under no_grad: no gradient reaches the table
+    with torch.no_grad():
+        return _rel(table, n_q, n_k)
+
+
+def rel_detached(table, n_q, n_k):
+    return _rel(table.detach(), n_q, n_k)
+
+
+def rel_rebuilt_from_list(table, n_q, n_k):  # a new tensor from Python numbers: cut off from the table
+    D = (table.shape[0] - 1) // 2
+    rows = table.tolist()
+    out = [[[rows[min(max(j - (i + n_k - n_q), -D), D) + D][h] for j in range(n_k)] for i in range(n_q)]
+           for h in range(table.shape[1])]
+    return torch.tensor(out, dtype=table.dtype, device=table.device)
+
+
+def rel_clip_above_only(table, n_q, n_k):  # clamp(max=D): far keys in the past read rows before 0
+    D = (table.shape[0] - 1) // 2
+    i = torch.arange(n_q)[:, None] + n_k - n_q
+    off = (torch.arange(n_k)[None, :] - i).clamp(max=D) + D
+    return table[off].permute(2, 0, 1)
+
+
+def rel_float_index(table, n_q, n_k):  # float offsets as an index: IndexError inside the student's code
+    D = (table.shape[0] - 1) // 2
+    i = torch.arange(n_q, dtype=torch.float32)[:, None] + n_k - n_q
+    off = (torch.arange(n_k, dtype=torch.float32)[None, :] - i).clamp(-D, D) + D
+    return table[off].permute(2, 0, 1)
+
+
+def rel_half_table(table, n_q, n_k):  # halves the bias: an unnamed mistake
+    return _rel(table, n_q, n_k) / 2
+
 
 WRONG = {
     "sinusoidal_encoding": [
@@ -370,6 +572,14 @@ WRONG = {
         Student(sin_from_one, _has(SINUSOIDAL, "numbered the positions from 1")),
         Student(sin_integer_division, None),
         Student(sin_float16, None),
+        Student(sin_base_1000, None, note="base 1000"),
+        Student(sin_exponent_over_d_minus_1, None, note="2i/(d-1)"),
+        Student(sin_numpy, None, note="a NumPy array"),
+        Student(sin_nested_list, None, note="a list of lists"),
+        Student(sin_theta_float16, None, note="θ in half precision"),
+        Student(sin_angles_bfloat16, None, note="angles in bfloat16"),
+        Student(sin_float_size, None, note="raises TypeError inside the student's code"),
+        Student(sin_squeezed, None, note=".squeeze() drops n_pos = 1"),
     ],
     "apply_rope": [
         Student(rope_half_split, _has(ROPE, "paired dimension i with i + d/2")),
@@ -381,6 +591,13 @@ WRONG = {
         Student(rope_heads_axis, _has(ROPE, "turned each vector by its index along dim −3")),
         Student(rope_in_place, None),
         Student(rope_float32, None),
+        Student(rope_angles_float32, None, note="float32 angles for float64 vectors"),
+        Student(rope_complex64, None, note="complex64 whatever the input"),
+        Student(rope_squeezed, None, note=".squeeze() of a single position's angles"),
+        Student(rope_writes_slices, None, note="writes into the caller's x"),
+        Student(rope_half_angles, None, note="half-precision angles"),
+        Student(rope_polar_dtypes, None, note="torch.polar raises inside the student's code"),
+        Student(rope_base_500, None, note="base 500"),
     ],
     "alibi_bias": [
         Student(alibi_one_formula, _has(ALIBI, "used 2^(-8(h+1)/n) for every number of heads")),
@@ -392,6 +609,15 @@ WRONG = {
         Student(alibi_zero_future, _has(ALIBI, "put 0 at the future keys")),
         Student(alibi_minus_1e9, None),
         Student(alibi_interleaved_wrongly, None),
+        Student(alibi_next_power, _has(ALIBI, "took the first n_head slopes of the next power of two")),
+        Student(alibi_first_of_2m, _has(ALIBI, "took the first slopes of 2m")),
+        Student(alibi_numpy, None, note="a NumPy array"),
+        Student(alibi_list, None, note="a list"),
+        Student(alibi_keys_by_queries, None, note="the transpose"),
+        Student(alibi_transposed_loops, None, note="the transpose, by loops"),
+        Student(alibi_range_float, None, note="range() of a float raises"),
+        Student(alibi_slopes_from_zero, None, note="h from 0"),
+        Student(alibi_slopes_base_e, None, note="base e"),
     ],
     "relative_position_bias": [
         Student(rel_i_minus_j, _has(RELATIVE, "used the offset i − j")),
@@ -402,6 +628,13 @@ WRONG = {
         Student(rel_queries_from_zero, _has(RELATIVE, "put the queries at positions 0 … n_q − 1")),
         Student(rel_distance, None),
         Student(rel_float32, None),
+        Student(rel_gather_float32, None, note="float32 and back"),
+        Student(rel_no_grad, None, note="under no_grad"),
+        Student(rel_detached, None, note=".detach()"),
+        Student(rel_rebuilt_from_list, None, note="a new tensor from .tolist()"),
+        Student(rel_clip_above_only, None, note="clamp(max=D) only"),
+        Student(rel_float_index, None, note="float indices raise"),
+        Student(rel_half_table, None, note="half the bias"),
     ],
 }
 

@@ -17,7 +17,7 @@ INF = float("-inf")
 
 def _has(check, start: str) -> str:
     """The misconception of ``check``'s Mutant that begins with ``start`` (word for word)."""
-    (text,) = [m.misconception for m in check.mutants if m.misconception.startswith(start)]
+    (text,) = {m.misconception for m in check.mutants if m.misconception.startswith(start)}
     return text
 
 
@@ -422,6 +422,242 @@ def dec_right_plain(y, memory, memory_key_padding_mask, params, n_head, norm_fir
     y = _ln(y + _sa(y, p, n_head, memory_key_padding_mask, name="multihead_attn", context=memory), p, 2)
     return _ln(y + _ff(y, p), p, 3)
 
+# ----------------------------------------------------------------------------- the kinds of issue 31
+
+def ln_eps_hardcoded(x, weight, bias, eps=1e-5):  # the eps argument ignored: 1e-5 written in
+    mu = x.mean(-1, keepdim=True)
+    return weight * (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + 1e-5) + bias
+
+
+def ln_eps_1e6(x, weight, bias, eps=1e-5):  # T5's and Megatron's ε, written in
+    mu = x.mean(-1, keepdim=True)
+    return weight * (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + 1e-6) + bias
+
+
+def ln_eps_1e12(x, weight, bias, eps=1e-5):  # BERT's ε, written in
+    var, mu = torch.var_mean(x, -1, unbiased=False, keepdim=True)
+    return (x - mu) * torch.rsqrt(var + 1e-12) * weight + bias
+
+
+def ln_float32_stats(x, weight, bias, eps=1e-5):  # statistics in float32 "for speed"
+    xf = x.float()
+    mu = xf.mean(-1, keepdim=True)
+    var = ((xf - mu) ** 2).mean(-1, keepdim=True)
+    return (weight * (x - mu.to(x.dtype)) / torch.sqrt(var.to(x.dtype) + eps) + bias)
+
+
+def ln_float32_rsqrt(x, weight, bias, eps=1e-5):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return weight * (x - mu) * torch.rsqrt((var + eps).float()).to(x.dtype) + bias
+
+
+def ln_squeezed(x, weight, bias, eps=1e-5):  # squeeze() then unsqueeze(-1): a batch or length of one changes shape
+    mu = x.mean(-1).squeeze()
+    var = ((x - mu.unsqueeze(-1)) ** 2).mean(-1).squeeze()
+    return weight * (x - mu.unsqueeze(-1)) / torch.sqrt(var.unsqueeze(-1) + eps) + bias
+
+
+def ln_centres_in_place(x, weight, bias, eps=1e-5):  # sub_ centres the caller's x
+    mu = x.mean(-1, keepdim=True)
+    x.sub_(mu)
+    return weight * x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + eps) + bias
+
+
+def ln_keepdim_missing_raises(x, weight, bias, eps=1e-5):  # (B, n) against (B, n, d): raises unless n == d
+    mu = x.mean(-1)
+    var = ((x - mu[..., None]) ** 2).mean(-1)
+    return weight * (x - mu) / torch.sqrt(var + eps) + bias
+
+
+def ln_affine_dim0(x, weight, bias, eps=1e-5):  # weight[:, None]: raises, or broadcasts wrongly
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return weight[:, None] * ((x - mu) / torch.sqrt(var + eps)) + bias
+
+
+def ln_mean_abs(x, weight, bias, eps=1e-5):  # the mean absolute deviation for the spread: unnamed
+    mu = x.mean(-1, keepdim=True)
+    spread = (x - mu).abs().mean(-1, keepdim=True)
+    return weight * (x - mu) / (spread + eps) + bias
+
+
+def ffn_float32_inside(x, w1, b1, w2, b2):
+    return (torch.relu(x.float() @ w1.float().T + b1.float()) @ w2.float().T + b2.float()).to(x.dtype)
+
+
+def ffn_hidden_float32(x, w1, b1, w2, b2):  # the hidden layer kept in float32
+    h = torch.relu(x @ w1.T + b1).float()
+    return (h @ w2.float().T).to(x.dtype) + b2
+
+
+def ffn_squeezed(x, w1, b1, w2, b2):
+    return (torch.relu(x @ w1.T + b1) @ w2.T + b2).squeeze()
+
+
+def ffn_relu_in_place(x, w1, b1, w2, b2):  # relu_ on the caller's x, and the ReLU in the wrong place
+    h = x.relu_() @ w1.T + b1
+    return torch.relu(h) @ w2.T + b2
+
+
+def ffn_linear_tensors_raise(x, w1, b1, w2, b2):  # torch.mm needs 2-d: raises for (B, n, d)
+    return torch.mm(torch.relu(torch.mm(x, w1.T) + b1), w2.T) + b2
+
+
+def ffn_half_bias(x, w1, b1, w2, b2):  # b2 halved: unnamed
+    return torch.relu(x @ w1.T + b1) @ w2.T + b2 / 2
+
+
+def ffn_leaky(x, w1, b1, w2, b2):  # leaky ReLU: unnamed
+    return torch.nn.functional.leaky_relu(x @ w1.T + b1, 0.1) @ w2.T + b2
+
+
+def _ln_eps(h, p, i, eps):
+    mu = h.mean(-1, keepdim=True)
+    return p[f"norm{i}.weight"] * (h - mu) / torch.sqrt(((h - mu) ** 2).mean(-1, keepdim=True) + eps) \
+        + p[f"norm{i}.bias"]
+
+
+def _encoder(x, pad, p, n_head, pre, eps=1e-5, ln=None):
+    norm = ln or (lambda h, i: _ln_eps(h, p, i, eps))
+    if pre:
+        x = x + _sa(norm(x, 1), p, n_head, pad)
+        return x + _ff(norm(x, 2), p)
+    x = norm(x + _sa(x, p, n_head, pad), 1)
+    return norm(x + _ff(x, p), 2)
+
+
+def enc_eps_1e6(x, key_padding_mask, params, n_head, norm_first):
+    return _encoder(x, key_padding_mask, params, n_head, norm_first, eps=1e-6)
+
+
+def enc_eps_bert(x, key_padding_mask, params, n_head, norm_first):
+    return _encoder(x, key_padding_mask, params, n_head, norm_first, eps=1e-12)
+
+
+def enc_float32_inside(x, key_padding_mask, params, n_head, norm_first):
+    p = {k: v.float() for k, v in params.items()}
+    return _encoder(x.float(), key_padding_mask, p, n_head, norm_first).to(x.dtype)
+
+
+def enc_ln_float32(x, key_padding_mask, params, n_head, norm_first):  # the norms in float32
+    def ln(h, i):
+        return _ln_eps(h.float(), {k: v.float() for k, v in params.items()}, i, 1e-5).to(h.dtype)
+    return _encoder(x, key_padding_mask, params, n_head, norm_first, ln=ln)
+
+
+def enc_params_in_place(x, key_padding_mask, params, n_head, norm_first):  # caches a transposed weight in the dict
+    params["linear1.weight"] = params["linear1.weight"].T.contiguous().T
+    params["linear1.weight.T"] = params["linear1.weight"].T
+    return _encoder(x, key_padding_mask, params, n_head, norm_first)
+
+
+def enc_x_in_place(x, key_padding_mask, params, n_head, norm_first):  # zeroes the caller's padded positions
+    x[key_padding_mask] = 0.0
+    return _encoder(x, key_padding_mask, params, n_head, norm_first)
+
+
+def enc_squeeze(x, key_padding_mask, params, n_head, norm_first):  # squeeze(): a batch of one loses its dimension
+    out = _encoder(x, key_padding_mask, params, n_head, norm_first)
+    return out.squeeze()
+
+
+def enc_mask_float_raises(x, key_padding_mask, params, n_head, norm_first):  # masked_fill with a float mask raises
+    return _encoder(x, key_padding_mask.float(), params, n_head, norm_first)
+
+
+def enc_wrong_key(x, key_padding_mask, params, n_head, norm_first):  # a misspelt key: KeyError in the student's code
+    p = dict(params)
+    p["norm1.weight"] = params["norm_1.weight"] if "norm_1.weight" in params else params["norm1.gain"]
+    return _encoder(x, key_padding_mask, p, n_head, norm_first)
+
+
+def enc_residual_half(x, key_padding_mask, params, n_head, norm_first):  # residuals halved: unnamed
+    if norm_first:
+        x = x + 0.5 * _sa(_ln(x, params, 1), params, n_head, key_padding_mask)
+        return x + 0.5 * _ff(_ln(x, params, 2), params)
+    x = _ln(x + 0.5 * _sa(x, params, n_head, key_padding_mask), params, 1)
+    return _ln(x + 0.5 * _ff(x, params), params, 2)
+
+
+def dec_eps_1e6(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    def ln(h, p, i):
+        return _ln_eps(h, p, i, 1e-6)
+    return _decoder_ln(y, memory, memory_key_padding_mask, params, n_head, norm_first, ln)
+
+
+def dec_eps_bert(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    def ln(h, p, i):
+        return _ln_eps(h, p, i, 1e-12)
+    return _decoder_ln(y, memory, memory_key_padding_mask, params, n_head, norm_first, ln)
+
+
+def _decoder_ln(y, memory, pad, p, n_head, pre, ln):
+    if pre:
+        x = y + _sa(ln(y, p, 1), p, n_head, None, causal=True)
+        x = x + _sa(ln(x, p, 2), p, n_head, pad, name="multihead_attn", context=memory)
+        return x + _ff(ln(x, p, 3), p)
+    x = ln(y + _sa(y, p, n_head, None, causal=True), p, 1)
+    x = ln(x + _sa(x, p, n_head, pad, name="multihead_attn", context=memory), p, 2)
+    return ln(x + _ff(x, p), p, 3)
+
+
+def dec_float32_inside(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    p = {k: v.float() for k, v in params.items()}
+    return _decoder(y.float(), memory.float(), memory_key_padding_mask, p, n_head, norm_first).to(y.dtype)
+
+
+def dec_memory_float32(y, memory, memory_key_padding_mask, params, n_head, norm_first):  # the memory in float32
+    return _decoder(y, memory.float().to(y.dtype), memory_key_padding_mask, params, n_head, norm_first)
+
+
+def dec_memory_in_place(y, memory, memory_key_padding_mask, params, n_head, norm_first):  # zeroes the caller's memory
+    memory.masked_fill_(memory_key_padding_mask[..., None], 0.0)
+    return _decoder(y, memory, memory_key_padding_mask, params, n_head, norm_first)
+
+
+def dec_params_in_place(y, memory, memory_key_padding_mask, params, n_head, norm_first):  # pops a key it used
+    out = _decoder(y, memory, memory_key_padding_mask, params, n_head, norm_first)
+    params.pop("linear2.bias")
+    return out
+
+
+def dec_squeeze(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    return _decoder(y, memory, memory_key_padding_mask, params, n_head, norm_first).squeeze(0)
+
+
+def dec_causal_mask_square_raises(y, memory, memory_key_padding_mask, params, n_head, norm_first):
+    # the causal mask built from the memory's length: (S, S) against the target's (T, T) scores raises
+    S = memory.shape[1]
+    future = torch.ones(S, S, dtype=torch.bool).triu(1)
+    p = params
+
+    def self_attn(h):
+        B, T, d = h.shape
+        d_head = d // n_head
+        W_q, W_k, W_v = p["self_attn.in_proj_weight"].chunk(3)
+        b_q, b_k, b_v = p["self_attn.in_proj_bias"].chunk(3)
+        q, k, v = ((h @ W.T + b).view(B, T, n_head, d_head).transpose(1, 2) for W, b in
+                   ((W_q, b_q), (W_k, b_k), (W_v, b_v)))
+        A = torch.softmax((q @ k.transpose(-2, -1) / math.sqrt(d_head)).masked_fill(future, INF), -1)
+        y = (A @ v).transpose(1, 2).reshape(B, T, d)
+        return y @ p["self_attn.out_proj.weight"].T + p["self_attn.out_proj.bias"]
+
+    def cross(h):
+        return _sa(h, p, n_head, memory_key_padding_mask, name="multihead_attn", context=memory)
+    if norm_first:
+        x = y + self_attn(_ln(y, p, 1))
+        x = x + cross(_ln(x, p, 2))
+        return x + _ff(_ln(x, p, 3), p)
+    x = _ln(y + self_attn(y), p, 1)
+    x = _ln(x + cross(x), p, 2)
+    return _ln(x + _ff(x, p), p, 3)
+
+
+def dec_ffn_twice(y, memory, memory_key_padding_mask, params, n_head, norm_first):  # the FFN applied twice: unnamed
+    out = _decoder(y, memory, memory_key_padding_mask, params, n_head, norm_first)
+    return out + _ff(out, params) - _ff(out, params) * 0.5
+
 
 WRONG = {
     "layer_norm": [
@@ -433,6 +669,16 @@ WRONG = {
         Student(ln_shortcut_variance, _has(LAYER_NORM, "computed the variance as E[x²] − E[x]²")),
         Student(ln_in_place, None),
         Student(ln_float32, None),
+        Student(ln_eps_hardcoded, _has(LAYER_NORM, "used a fixed ε instead of the eps argument")),
+        Student(ln_eps_1e6, _has(LAYER_NORM, "used a fixed ε instead of the eps argument")),
+        Student(ln_eps_1e12, _has(LAYER_NORM, "used a fixed ε instead of the eps argument")),
+        Student(ln_float32_stats, None, note="statistics in float32"),
+        Student(ln_float32_rsqrt, None, note="rsqrt in float32"),
+        Student(ln_squeezed, None, note="squeeze() changes shapes of 1"),
+        Student(ln_centres_in_place, None, note="sub_ on the caller's x"),
+        Student(ln_keepdim_missing_raises, None, note="raises: keepdim missing"),
+        Student(ln_affine_dim0, None, note="weight[:, None] raises"),
+        Student(ln_mean_abs, None, note="mean absolute deviation"),
     ],
     "feed_forward": [
         Student(ffn_gelu, _has(FEED_FORWARD, "used GELU")),
@@ -442,6 +688,13 @@ WRONG = {
         Student(ffn_matmul_untransposed, _has(FEED_FORWARD, "multiplied by W instead of Wᵀ")),
         Student(ffn_weights_swapped, None),
         Student(ffn_float32, None),
+        Student(ffn_float32_inside, None, note="float32 inside"),
+        Student(ffn_hidden_float32, None, note="the hidden layer in float32"),
+        Student(ffn_squeezed, None, note="squeeze() drops sizes of 1"),
+        Student(ffn_relu_in_place, None, note="relu_ on the caller's x"),
+        Student(ffn_linear_tensors_raise, None, note="torch.mm raises on 3-d"),
+        Student(ffn_half_bias, None, note="b2 halved"),
+        Student(ffn_leaky, None, note="leaky ReLU"),
     ],
     "encoder_block": [
         Student(enc_always_post, _has(ENCODER_BLOCK, "wrote the post-LN block for norm_first=True")),
@@ -452,6 +705,16 @@ WRONG = {
         Student(enc_mask_forgotten, _has(ENCODER_BLOCK, "let the positions attend to padding")),
         Student(enc_norms_swapped, _has(ENCODER_BLOCK, "swapped the norms")),
         Student(enc_ffn_reads_attention, None),
+        Student(enc_eps_1e6, _has(ENCODER_BLOCK, "used another ε in the LayerNorms")),
+        Student(enc_eps_bert, _has(ENCODER_BLOCK, "used another ε in the LayerNorms")),
+        Student(enc_float32_inside, None, note="float32 inside"),
+        Student(enc_ln_float32, None, note="the norms in float32"),
+        Student(enc_params_in_place, None, note="writes into the caller's params"),
+        Student(enc_x_in_place, None, note="zeroes the caller's padded x"),
+        Student(enc_squeeze, None, note="squeeze() drops a batch of one"),
+        Student(enc_mask_float_raises, None, note="masked_fill with a float mask raises"),
+        Student(enc_wrong_key, None, note="KeyError inside the student's code"),
+        Student(enc_residual_half, None, note="halved residual branches"),
     ],
     "decoder_block": [
         Student(dec_norm_first_backwards, _has(DECODER_BLOCK, "read norm_first backwards")),
@@ -462,6 +725,15 @@ WRONG = {
         Student(dec_memory_mask_forgotten, _has(DECODER_BLOCK, "let the cross-attention read the source's")),
         Student(dec_copy_pasted_weights, _has(DECODER_BLOCK, "used self_attn's weights")),
         Student(dec_cross_first, None),
+        Student(dec_eps_1e6, _has(DECODER_BLOCK, "used another ε in the LayerNorms")),
+        Student(dec_eps_bert, _has(DECODER_BLOCK, "used another ε in the LayerNorms")),
+        Student(dec_float32_inside, None, note="float32 inside"),
+        Student(dec_memory_float32, None, note="the memory through float32"),
+        Student(dec_memory_in_place, None, note="zeroes the caller's memory"),
+        Student(dec_params_in_place, None, note="pops a key of the caller's params"),
+        Student(dec_squeeze, None, note="squeeze(0) drops a batch of one"),
+        Student(dec_causal_mask_square_raises, None, note="a causal mask of the wrong size raises"),
+        Student(dec_ffn_twice, None, note="an extra half FFN"),
     ],
 }
 

@@ -31,7 +31,7 @@ def merge_heads(y):
 
 def _has(check, start: str) -> str:
     """The misconception of ``check``'s Mutant that begins with ``start`` (word for word)."""
-    (text,) = [m.misconception for m in check.mutants if m.misconception.startswith(start)]
+    (text,) = {m.misconception for m in check.mutants if m.misconception.startswith(start)}
     return text
 
 
@@ -712,6 +712,370 @@ def pl_right_one_hot(h, lengths):
     pick = F.one_hot(lengths - 1, h.shape[1]).to(h.dtype)  # (B, n)
     return torch.einsum("bn,bnd->bd", pick, h)
 
+# ----------------------------------------------------------------------------- the kinds of issue 31
+
+def _pieces(text):
+    return [list(p.encode("utf-8")) for p in GPT2_PATTERN.findall(text)]
+
+
+def bpe_pairs_as_lists(text, n_merges):  # each merge a list [a, b]: the statement asks for tuples
+    return [list(pair) for pair in _train(_pieces(text), n_merges, _smallest_of_most)]
+
+
+def bpe_tuple_of_merges(text, n_merges):  # a tuple of merges
+    return tuple(_train(_pieces(text), n_merges, _smallest_of_most))
+
+
+def bpe_numpy_ids(text, n_merges):  # the counts in a NumPy array: its ids are numpy.int64
+    import numpy as np
+    seqs = [np.array(s, dtype=np.int64) for s in _pieces(text)]
+    merges = []
+    for k in range(n_merges):
+        counts = Counter()
+        for s in seqs:
+            for a, b in zip(s[:-1], s[1:], strict=True):
+                counts[(a, b)] += 1
+        if not counts or max(counts.values()) < 2:
+            break
+        best = max(counts.values())
+        pair = min(p for p, c in counts.items() if c == best)
+        merges.append(pair)
+        seqs = [np.array(merge_pair(list(s), pair, 256 + k), dtype=np.int64) for s in seqs]
+    return merges
+
+
+def bpe_tensor(text, n_merges):  # a (n, 2) tensor of merges
+    return torch.tensor(_train(_pieces(text), n_merges, _smallest_of_most), dtype=torch.long).reshape(-1, 2)
+
+
+def bpe_one_merge_too_many(text, n_merges):  # checks the count after merging: one pair seen once slips in
+    seqs, merges = _pieces(text), []
+    for k in range(n_merges):
+        counts = _pair_counts(seqs)
+        if not counts:
+            break
+        pair, c = _smallest_of_most(counts)
+        merges.append(pair)
+        seqs = [merge_pair(s, pair, 256 + k) for s in seqs]
+        if c < 2:
+            break
+    return merges
+
+
+def bpe_list_keys_raise(text, n_merges):  # a list as a dict key: TypeError inside the student's code
+    seqs, merges = _pieces(text), []
+    for k in range(n_merges):
+        counts = {}
+        for s in seqs:
+            for i in range(len(s) - 1):
+                counts[[s[i], s[i + 1]]] = counts.get((s[i], s[i + 1]), 0) + 1
+        if not counts:
+            break
+        pair = max(counts, key=counts.get)
+        merges.append(tuple(pair))
+        seqs = [merge_pair(s, tuple(pair), 256 + k) for s in seqs]
+    return merges
+
+
+def bpe_ids_from_255(text, n_merges):  # the first new id 255, which is a byte: unnamed
+    return _train(_pieces(text), n_merges, _smallest_of_most, merge=lambda s, pair, new: merge_pair(s, pair, new - 1))
+
+
+def enc_tensor(text, merges):  # a tensor of ids
+    return torch.tensor(_encode_pieces(GPT2_PATTERN.findall(text), merges, _lowest), dtype=torch.long)
+
+
+def enc_tuple(text, merges):
+    return tuple(_encode_pieces(GPT2_PATTERN.findall(text), merges, _lowest))
+
+
+def enc_numpy_ids(text, merges):  # the ids through a NumPy array
+    import numpy as np
+    return list(np.array(_encode_pieces(GPT2_PATTERN.findall(text), merges, _lowest), dtype=np.int64))
+
+
+def enc_sorts_merges(text, merges):  # sorts the caller's merges "to find them faster"
+    rank = {tuple(m): r for r, m in enumerate(merges)}
+    merges.sort()
+    return _encode_pieces(GPT2_PATTERN.findall(text), [m for m, _ in sorted(rank.items(), key=lambda kv: kv[1])],
+                          _lowest)
+
+
+def _vocab_bytes(merges):
+    table = {i: bytes([i]) for i in range(256)}
+    for r, (a, b) in enumerate(merges):
+        table[256 + r] = table[a] + table[b]
+    return {v: k for k, v in table.items()}
+
+
+def enc_longest_match(text, merges):  # greedy: the longest token of the vocabulary at each position
+    by_bytes = _vocab_bytes(merges)
+    ids = []
+    for piece in GPT2_PATTERN.findall(text):
+        data, i = piece.encode("utf-8"), 0
+        while i < len(data):
+            j = len(data)
+            while data[i:j] not in by_bytes:
+                j -= 1
+            ids.append(by_bytes[data[i:j]])
+            i = j
+    return ids
+
+
+def enc_longest_match_trie(text, merges):  # the same greedy match, tokens tried from the longest
+    by_bytes = _vocab_bytes(merges)
+    longest = max(len(b) for b in by_bytes)
+    ids = []
+    for piece in GPT2_PATTERN.findall(text):
+        data, i = piece.encode("utf-8"), 0
+        while i < len(data):
+            for size in range(min(longest, len(data) - i), 0, -1):
+                if data[i:i + size] in by_bytes:
+                    ids.append(by_bytes[data[i:i + size]])
+                    i += size
+                    break
+    return ids
+
+
+def enc_rank_lookup_raises(text, merges):  # rank[pair] for every pair, merges or not: KeyError
+    rank = {tuple(m): r for r, m in enumerate(merges)}
+    ids = []
+    for piece in GPT2_PATTERN.findall(text):
+        toks = list(piece.encode("utf-8"))
+        while len(toks) > 1:
+            pair = min(zip(toks, toks[1:], strict=False), key=lambda p: rank[p])
+            toks = merge_pair(toks, pair, 256 + rank[pair])
+        ids += toks
+    return ids
+
+
+def enc_ids_shifted(text, merges):  # merge r makes 257 + r: unnamed
+    rank = {tuple(m): r for r, m in enumerate(merges)}
+    ids = []
+    for piece in GPT2_PATTERN.findall(text):
+        toks = list(piece.encode("utf-8"))
+        while len(toks) > 1:
+            cands = [p for p in zip(toks, toks[1:], strict=False) if p in rank]
+            if not cands:
+                break
+            pair = min(cands, key=rank.get)
+            toks = merge_pair(toks, pair, 257 + rank[pair])
+        ids += toks
+    return ids
+
+
+def dec_utf8_sig(ids, merges):  # drops a byte-order mark at the start
+    table = _table(merges)
+    return b"".join(table[i] for i in ids).decode("utf-8-sig", errors="replace")
+
+
+def dec_lstrip_bom(ids, merges):  # strips U+FEFF "which is not text"
+    table = _table(merges)
+    return b"".join(table[i] for i in ids).decode("utf-8", errors="replace").lstrip("\ufeff")
+
+
+def dec_strip(ids, merges):  # .strip() drops the text's own leading and trailing whitespace
+    table = _table(merges)
+    return b"".join(table[i] for i in ids).decode("utf-8", errors="replace").strip()
+
+
+def dec_bytes(ids, merges):  # returns the bytes, not the text
+    table = _table(merges)
+    return b"".join(table[i] for i in ids)
+
+
+def dec_char_list(ids, merges):  # a list of characters
+    table = _table(merges)
+    return list(b"".join(table[i] for i in ids).decode("utf-8", errors="replace"))
+
+
+def dec_pops_ids(ids, merges):  # consumes the caller's list
+    table, out = _table(merges), b""
+    while ids:
+        out += table[ids.pop(0)]
+    return out.decode("utf-8", errors="replace")
+
+
+def dec_bytes_of_ids_raises(ids, merges):  # bytes(ids): ValueError for an id of 256 or more
+    table = _table(merges)
+    raw = bytes(ids)
+    return b"".join(table[i] for i in raw).decode("utf-8", errors="replace")
+
+
+def dec_replace_as_question(ids, merges):  # "?" instead of U+FFFD: unnamed
+    table = _table(merges)
+    return b"".join(table[i] for i in ids).decode("utf-8", errors="replace").replace("\ufffd", "?")
+
+
+def _ln_eps(x, p, i, eps):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return p[f"norm{i}.weight"] * (x - mu) / torch.sqrt(var + eps) + p[f"norm{i}.bias"]
+
+
+def blk_eps_1e6(x, params, n_head):
+    x = x + _attn(_ln_eps(x, params, 1, 1e-6), params, n_head)
+    return x + _mlp(_ln_eps(x, params, 2, 1e-6), params)
+
+
+def blk_eps_bert(x, params, n_head):
+    x = x + _attn(F.layer_norm(x, (x.shape[-1],), params["norm1.weight"], params["norm1.bias"], 1e-12), params,
+                  n_head)
+    return x + _mlp(F.layer_norm(x, (x.shape[-1],), params["norm2.weight"], params["norm2.bias"], 1e-12), params)
+
+
+def blk_float32_inside(x, params, n_head):
+    p = {k: v.float() for k, v in params.items()}
+    h = x.float()
+    h = h + _attn(_ln(h, p, 1), p, n_head)
+    return (h + _mlp(_ln(h, p, 2), p)).to(x.dtype)
+
+
+def blk_gelu_float32(x, params, n_head):  # the GELU in float32 "as GPT-2 did"
+    x = x + _attn(_ln(x, params, 1), params, n_head)
+    return x + _mlp(_ln(x, params, 2), params, lambda u: F.gelu(u.float(), approximate="tanh").to(u.dtype))
+
+
+def blk_params_in_place(x, params, n_head):  # folds the attention's scale into the caller's weights
+    d = x.shape[-1]
+    params["self_attn.in_proj_weight"][:d] /= 1.0
+    params["self_attn.in_proj_bias"].mul_(1.0).add_(0.0)
+    params.setdefault("scale", torch.tensor(d // n_head))
+    x = x + _attn(_ln(x, params, 1), params, n_head)
+    return x + _mlp(_ln(x, params, 2), params)
+
+
+def blk_squeezed(x, params, n_head):  # squeeze(): a batch of one loses its dimension
+    x = x + _attn(_ln(x, params, 1), params, n_head)
+    return (x + _mlp(_ln(x, params, 2), params)).squeeze(0)
+
+
+def blk_view_raises(x, params, n_head):  # view(B, n, n_head, -1) on the transposed heads: not contiguous
+    B, n, d = x.shape
+    h = _ln(x, params, 1)
+    q, k, v = (h @ params["self_attn.in_proj_weight"].T + params["self_attn.in_proj_bias"]).split(d, dim=-1)
+    q, k, v = (t.view(B, n, n_head, -1).transpose(1, 2) for t in (q, k, v))
+    s = q @ k.transpose(-1, -2) / math.sqrt(d // n_head)
+    keep = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()
+    y = (torch.softmax(s.masked_fill(~keep, INF), -1) @ v).transpose(1, 2).view(B, n, d)
+    x = x + y @ params["self_attn.out_proj.weight"].T + params["self_attn.out_proj.bias"]
+    return x + _mlp(_ln(x, params, 2), params)
+
+
+def blk_half_mlp(x, params, n_head):  # the MLP's output halved: unnamed
+    x = x + _attn(_ln(x, params, 1), params, n_head)
+    return x + 0.5 * _mlp(_ln(x, params, 2), params)
+
+
+def kv_list(x_new, cache, params, n_head):
+    y, c = kv_right_einsum(x_new, cache, params, n_head)
+    return [y, c]
+
+
+def kv_grows_cache_in_place(x_new, cache, params, n_head):  # cache["k"] = ...: the caller's dict grows
+    q, k, v = _project(x_new, params, n_head)
+    if cache is None:
+        cache = {"k": k, "v": v}
+    else:
+        cache["k"] = torch.cat([cache["k"], k], dim=2)
+        cache["v"] = torch.cat([cache["v"], v], dim=2)
+    keep = _shifted(q.shape[2], cache["k"].shape[2], x_new.device)
+    return _attend(q, cache["k"], cache["v"], keep, params), cache
+
+
+def kv_update_in_place(x_new, cache, params, n_head):  # dict.update on the caller's cache
+    q, k, v = _project(x_new, params, n_head)
+    if cache is not None:
+        k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+        cache.update(k=k, v=v)
+    keep = _shifted(q.shape[2], k.shape[2], x_new.device)
+    return _attend(q, k, v, keep, params), {"k": k, "v": v}
+
+
+def kv_float32_inside(x_new, cache, params, n_head):
+    p = {k: v.float() for k, v in params.items()}
+    c = None if cache is None else {k: v.float() for k, v in cache.items()}
+    y, new = kv_right_einsum(x_new.float(), c, p, n_head)
+    return y.to(x_new.dtype), {k: v.to(x_new.dtype) for k, v in new.items()}
+
+
+def kv_squeezed(x_new, cache, params, n_head):  # squeeze(0): a batch of one loses its dimension
+    y, c = kv_right_einsum(x_new, cache, params, n_head)
+    return y.squeeze(0), c
+
+
+def kv_cat_wrong_dim_raises(x_new, cache, params, n_head):  # cat along dim 1 (the heads): raises unless shapes agree
+    q, k, v = _project(x_new, params, n_head)
+    if cache is not None:
+        k, v = torch.cat([cache["k"], k], dim=1), torch.cat([cache["v"], v], dim=1)
+    keep = _shifted(q.shape[2], k.shape[2], x_new.device)
+    return _attend(q, k, v, keep, params), {"k": k, "v": v}
+
+
+def kv_values_scaled(x_new, cache, params, n_head):  # y doubled: unnamed
+    y, c = kv_right_einsum(x_new, cache, params, n_head)
+    return 2 * y, c
+
+
+def fp_tensor(a, b, start, delim, extract):  # a tensor where a list is asked
+    return torch.tensor([start, *a, delim, *b, extract])
+
+
+def fp_tuple(a, b, start, delim, extract):
+    return (start, *a, delim, *b, extract)
+
+
+def fp_numpy_ints(a, b, start, delim, extract):
+    import numpy as np
+    return list(np.concatenate([[start], a, [delim], b, [extract]]).astype(np.int64))
+
+
+def fp_inserts_into_a(a, b, start, delim, extract):  # a.insert and a.extend change the caller's list
+    a.insert(0, start)
+    a.append(delim)
+    a.extend(b)
+    a.append(extract)
+    return a
+
+
+def fp_appends_to_b(a, b, start, delim, extract):
+    b.append(extract)
+    return [start] + a + [delim] + b
+
+
+def fp_int_plus_list_raises(a, b, start, delim, extract):  # [start] + a + delim: TypeError
+    return [start] + a + delim + b + [extract]
+
+
+def fp_extract_twice(a, b, start, delim, extract):  # unnamed
+    return [start, *a, delim, *b, extract, extract]
+
+
+def pl_float32_inside(h, lengths):
+    return h.float()[torch.arange(h.shape[0]), lengths - 1].to(h.dtype)
+
+
+def pl_via_numpy(h, lengths):  # through NumPy's float32
+    arr = h.detach().cpu().numpy().astype("float32")
+    return torch.from_numpy(arr[range(h.shape[0]), (lengths - 1).cpu().numpy()]).to(h.dtype)
+
+
+def pl_squeezed(h, lengths):
+    return h[torch.arange(h.shape[0]), lengths - 1].squeeze()
+
+
+def pl_lengths_in_place(h, lengths):  # lengths -= 1 changes the caller's tensor
+    lengths -= 1
+    return h[torch.arange(h.shape[0]), lengths]
+
+
+def pl_float_index_raises(h, lengths):  # a float tensor as an index raises IndexError
+    return h[torch.arange(h.shape[0]), lengths.float() - 1]
+
+
+def pl_scaled(h, lengths):  # unnamed
+    return 0.5 * h[torch.arange(h.shape[0]), lengths - 1]
+
 
 WRONG = {
     "train_bpe": [
@@ -724,6 +1088,13 @@ WRONG = {
         Student(bpe_characters, _has(TRAIN_BPE, "worked on characters")),
         Student(bpe_distinct_words_once, None),
         Student(bpe_split_on_spaces, None),
+        Student(bpe_pairs_as_lists, None, note="lists for tuples"),
+        Student(bpe_tuple_of_merges, None, note="a tuple of merges"),
+        Student(bpe_numpy_ids, None, note="numpy.int64 ids"),
+        Student(bpe_tensor, None, note="a tensor of merges"),
+        Student(bpe_one_merge_too_many, None, note="one merge of a pair seen once"),
+        Student(bpe_list_keys_raise, None, note="TypeError inside the student's code"),
+        Student(bpe_ids_from_255, None, note="new ids from 255"),
     ],
     "encode": [
         Student(enc_whole_text, _has(ENCODE, "merged across pre-token boundaries")),
@@ -733,15 +1104,31 @@ WRONG = {
         Student(enc_latin1, _has(ENCODE, "encoded the text as Latin-1")),
         Student(enc_one_merge_per_piece, None),
         Student(enc_code_points, None),
+        Student(enc_tensor, None, note="a tensor of ids"),
+        Student(enc_tuple, None, note="a tuple of ids"),
+        Student(enc_numpy_ids, None, note="numpy.int64 ids"),
+        Student(enc_sorts_merges, None, note="sorts the caller's merges"),
+        Student(enc_longest_match, _has(ENCODE, "took the longest token that matches")),
+        Student(enc_longest_match_trie, _has(ENCODE, "took the longest token that matches")),
+        Student(enc_rank_lookup_raises, None, note="KeyError inside the student's code"),
+        Student(enc_ids_shifted, None, note="merge r makes 257 + r"),
     ],
     "decode": [
         Student(dec_each_token, _has(DECODE, "decoded each token on its own")),
         Student(dec_with_spaces, _has(DECODE, "put a space between the tokens")),
         Student(dec_latin1, _has(DECODE, "decoded the bytes as Latin-1")),
         Student(dec_ignore, _has(DECODE, "dropped the invalid bytes")),
-        Student(dec_strict, _has(DECODE, "decoded with errors='strict'")),
+        Student(dec_strict, None, note="raises on invalid bytes: nothing to name, the exception says it"),
         Student(dec_one_level, None),
         Student(dec_chr, None),
+        Student(dec_utf8_sig, _has(DECODE, "dropped the byte-order mark")),
+        Student(dec_lstrip_bom, _has(DECODE, "dropped the byte-order mark")),
+        Student(dec_strip, None, note=".strip()"),
+        Student(dec_bytes, None, note="bytes, not a str"),
+        Student(dec_char_list, None, note="a list of characters"),
+        Student(dec_pops_ids, None, note="pops the caller's ids"),
+        Student(dec_bytes_of_ids_raises, None, note="bytes(ids) raises"),
+        Student(dec_replace_as_question, None, note="? for U+FFFD"),
     ],
     "gpt_block": [
         Student(blk_erf_gelu, _has(GPT_BLOCK, "used the exact (erf) GELU")),
@@ -753,6 +1140,14 @@ WRONG = {
         Student(blk_scale_d_model, _has(GPT_BLOCK, "scaled the attention scores by 1/sqrt(d_model)")),
         Student(blk_no_out_proj, None),
         Student(blk_unbiased_ln, None),
+        Student(blk_eps_1e6, _has(GPT_BLOCK, "used another ε in the LayerNorms")),
+        Student(blk_eps_bert, _has(GPT_BLOCK, "used another ε in the LayerNorms")),
+        Student(blk_float32_inside, None, note="float32 inside"),
+        Student(blk_gelu_float32, None, note="the GELU in float32"),
+        Student(blk_params_in_place, None, note="writes into the caller's params"),
+        Student(blk_squeezed, None, note="squeeze(0)"),
+        Student(blk_view_raises, None, note="view on a transposed tensor raises"),
+        Student(blk_half_mlp, None, note="the MLP halved"),
     ],
     "cached_attention": [
         Student(kv_attend_then_append, _has(CACHED_ATTENTION, "attended to the cached positions only")),
@@ -762,6 +1157,13 @@ WRONG = {
         Student(kv_mask_only_for_the_prompt, _has(CACHED_ATTENTION, "left out the mask among several new tokens")),
         Student(kv_scale_d_model, _has(CACHED_ATTENTION, "scaled the scores by 1/sqrt(d_model)")),
         Student(kv_unsplit_cache, None),
+        Student(kv_list, None, note="a list for a tuple"),
+        Student(kv_grows_cache_in_place, None, note="grows the caller's cache dict"),
+        Student(kv_update_in_place, None, note="dict.update on the caller's cache"),
+        Student(kv_float32_inside, None, note="float32 inside"),
+        Student(kv_squeezed, None, note="squeeze(0)"),
+        Student(kv_cat_wrong_dim_raises, None, note="torch.cat along the heads raises"),
+        Student(kv_values_scaled, None, note="y doubled"),
     ],
     "format_pair": [
         Student(fp_no_delim, _has(FORMAT_PAIR, "left out the delimiter")),
@@ -771,6 +1173,13 @@ WRONG = {
         Student(fp_ends_swapped, _has(FORMAT_PAIR, "swapped [start] and [extract]")),
         Student(fp_nested, None),
         Student(fp_delim_after_b, None),
+        Student(fp_tensor, None, note="a tensor for a list"),
+        Student(fp_tuple, None, note="a tuple for a list"),
+        Student(fp_numpy_ints, None, note="numpy.int64 ids"),
+        Student(fp_inserts_into_a, None, note="changes the caller's a"),
+        Student(fp_appends_to_b, None, note="changes the caller's b"),
+        Student(fp_int_plus_list_raises, None, note="TypeError inside the student's code"),
+        Student(fp_extract_twice, None, note="[extract] twice"),
     ],
     "pool_last": [
         Student(pl_last_column, _has(POOL_LAST, "took the last position")),
@@ -780,6 +1189,12 @@ WRONG = {
         Student(pl_mean, _has(POOL_LAST, "averaged over all positions")),
         Student(pl_masked_mean, _has(POOL_LAST, "averaged the real positions")),
         Student(pl_minus_two, None),
+        Student(pl_float32_inside, None, note="float32 inside"),
+        Student(pl_via_numpy, None, note="through NumPy's float32"),
+        Student(pl_squeezed, None, note="squeeze() drops a batch of one"),
+        Student(pl_lengths_in_place, None, note="lengths -= 1 on the caller's tensor"),
+        Student(pl_float_index_raises, None, note="a float index raises"),
+        Student(pl_scaled, None, note="halved"),
     ],
 }
 

@@ -15,7 +15,7 @@ from lmbook.tasks.ch10 import BERT_EMBEDDINGS, BEST_SPAN, BUILD_INPUTS, COUNT_PA
 
 def _has(check, start: str) -> str:
     """The misconception of ``check``'s Mutant that begins with ``start`` (word for word)."""
-    (text,) = [m.misconception for m in check.mutants if m.misconception.startswith(start)]
+    (text,) = {m.misconception for m in check.mutants if m.misconception.startswith(start)}
     return text
 
 
@@ -283,12 +283,13 @@ def bi_right_append(a, b, cls, sep):
     return ids, segs
 
 
-def bi_right_tensors(a, b, cls, sep):
+def bi_right_tensors(a, b, cls, sep):  # built with tensors, returned as lists
     first = torch.tensor([cls, *a, sep])
     if b is None:
-        return first, torch.zeros_like(first)
+        return first.tolist(), torch.zeros_like(first).tolist()
     second = torch.tensor([*b, sep])
-    return torch.cat([first, second]), torch.cat([torch.zeros_like(first), torch.ones_like(second)])
+    return (torch.cat([first, second]).tolist(),
+            torch.cat([torch.zeros_like(first), torch.ones_like(second)]).tolist())
 
 
 def bi_right_chain(a, b, cls, sep):
@@ -704,6 +705,288 @@ def cp_right_table(config, heads=False):
         total += size
     return total
 
+# ----------------------------------------------------------------------------- the kinds of issue 31
+
+def _labelled(ids, chosen):
+    return torch.where(chosen, ids, torch.full_like(ids, -100))
+
+
+def mt_floor_count(ids, mask_id, vocab_size, special_ids, pad_id, p=0.15, generator=None):
+    """BERT's script with int() instead of round(): exactly ⌊p · eligible⌋ per row."""
+    specials = _specials(ids, special_ids, mask_id, pad_id)
+    eligible = ~torch.isin(ids, specials)
+    chosen = torch.zeros_like(eligible)
+    for b in range(ids.shape[0]):
+        where = eligible[b].nonzero().flatten()
+        k = int(p * len(where))
+        chosen[b, where[torch.randperm(len(where), device=ids.device)[:k]]] = True
+    return _corrupt(ids, chosen, mask_id, _non_special(vocab_size, specials)), _labelled(ids, chosen)
+
+
+def mt_floor_count_math(ids, mask_id, vocab_size, special_ids, pad_id, p=0.15, generator=None):
+    import math
+    specials = _specials(ids, special_ids, mask_id, pad_id)
+    eligible = ~torch.isin(ids, specials)
+    scores = torch.rand(ids.shape, device=ids.device).masked_fill(~eligible, 2.0)
+    k = torch.tensor([math.floor(p * int(n)) for n in eligible.sum(1)], device=ids.device)
+    chosen = eligible & (scores.argsort(1).argsort(1) < k[:, None])
+    return _corrupt(ids, chosen, mask_id, _non_special(vocab_size, specials)), _labelled(ids, chosen)
+
+
+def mt_batch_tokens(ids, mask_id, vocab_size, special_ids, pad_id, p=0.15, generator=None):
+    """Random replacements taken from the batch's own (eligible) tokens."""
+    specials = _specials(ids, special_ids, mask_id, pad_id)
+    eligible = ~torch.isin(ids, specials)
+    chosen = eligible & (torch.rand(ids.shape, device=ids.device) < p)
+    words = ids[eligible]
+    pool = words if len(words) else _non_special(vocab_size, specials)
+    return _corrupt(ids, chosen, mask_id, pool), _labelled(ids, chosen)
+
+
+def mt_batch_shuffle(ids, mask_id, vocab_size, special_ids, pad_id, p=0.15, generator=None):
+    """Random replacements: the eligible tokens shuffled (a "permutation" of the batch)."""
+    specials = _specials(ids, special_ids, mask_id, pad_id)
+    eligible = ~torch.isin(ids, specials)
+    chosen = eligible & (torch.rand(ids.shape, device=ids.device) < p)
+    u = torch.rand(ids.shape, device=ids.device)
+    inputs = ids.clone()
+    inputs[chosen & (u < 0.8)] = mask_id
+    rnd = chosen & (u >= 0.8) & (u < 0.9)
+    words = ids[eligible]
+    inputs[rnd] = words[torch.randint(max(len(words), 1), (int(rnd.sum()),), device=ids.device)] if len(words) \
+        else inputs[rnd]
+    return inputs, _labelled(ids, chosen)
+
+
+def mt_never_original(ids, mask_id, vocab_size, special_ids, pad_id, p=0.15, generator=None):
+    """A random replacement re-drawn until it differs from the original."""
+    specials = _specials(ids, special_ids, mask_id, pad_id)
+    pool = _non_special(vocab_size, specials)
+    chosen = ~torch.isin(ids, specials) & (torch.rand(ids.shape, device=ids.device) < p)
+    u = torch.rand(ids.shape, device=ids.device)
+    inputs = ids.clone()
+    inputs[chosen & (u < 0.8)] = mask_id
+    for b, i in (chosen & (u >= 0.8) & (u < 0.9)).nonzero().tolist():
+        new = int(ids[b, i])
+        while new == int(ids[b, i]) and len(pool) > 1:
+            new = int(pool[torch.randint(len(pool), ())])
+        inputs[b, i] = new
+    return inputs, _labelled(ids, chosen)
+
+
+def mt_never_original_shift(ids, mask_id, vocab_size, special_ids, pad_id, p=0.15, generator=None):
+    """The next token of the pool after the original, by a random step of 1 … |pool| − 1: never the original."""
+    specials = _specials(ids, special_ids, mask_id, pad_id)
+    pool = _non_special(vocab_size, specials)
+    chosen = ~torch.isin(ids, specials) & (torch.rand(ids.shape, device=ids.device) < p)
+    u = torch.rand(ids.shape, device=ids.device)
+    inputs = ids.clone()
+    inputs[chosen & (u < 0.8)] = mask_id
+    rnd = chosen & (u >= 0.8) & (u < 0.9)
+    where = torch.searchsorted(pool, ids[rnd])
+    step = torch.randint(1, max(len(pool), 2), where.shape, device=ids.device)
+    inputs[rnd] = pool[(where + step) % len(pool)]
+    return inputs, _labelled(ids, chosen)
+
+
+def mt_list(ids, mask_id, vocab_size, special_ids, pad_id, p=0.15, generator=None):
+    return list(mt_right_collator(ids, mask_id, vocab_size, special_ids, pad_id, p, generator))
+
+
+def mt_int32(ids, mask_id, vocab_size, special_ids, pad_id, p=0.15, generator=None):  # int32 "to save memory"
+    inputs, labels = mt_right_collator(ids, mask_id, vocab_size, special_ids, pad_id, p, generator)
+    return inputs.int(), labels.int()
+
+
+def mt_labels_float(ids, mask_id, vocab_size, special_ids, pad_id, p=0.15, generator=None):
+    inputs, labels = mt_right_collator(ids, mask_id, vocab_size, special_ids, pad_id, p, generator)
+    return inputs, labels.float()
+
+
+def mt_isin_list_raises(ids, mask_id, vocab_size, special_ids, pad_id, p=0.15, generator=None):
+    """torch.isin with a Python list: TypeError inside the student's code."""
+    eligible = ~torch.isin(ids, special_ids + [mask_id, pad_id])
+    chosen = eligible & (torch.rand(ids.shape, device=ids.device) < p)
+    return _corrupt(ids, chosen, mask_id, torch.arange(vocab_size)), _labelled(ids, chosen)
+
+
+def mt_p_doubled(ids, mask_id, vocab_size, special_ids, pad_id, p=0.15, generator=None):  # unnamed
+    return mt_right_collator(ids, mask_id, vocab_size, special_ids, pad_id, min(1.0, 2 * p), generator)
+
+
+def bi_list_of_lists(a, b, cls, sep):  # a list where the statement asks for a tuple
+    ids, segments = bi_right_append(a, b, cls, sep)
+    return [ids, segments]
+
+
+def bi_tensors(a, b, cls, sep):  # tensors where lists are asked
+    ids, segments = bi_right_append(a, b, cls, sep)
+    return torch.tensor(ids), torch.tensor(segments)
+
+
+def bi_numpy_segments(a, b, cls, sep):  # segments from NumPy: numpy.int64 items
+    import numpy as np
+    ids, segments = bi_right_append(a, b, cls, sep)
+    return ids, list(np.array(segments))
+
+
+def bi_inserts_into_a(a, b, cls, sep):  # a.insert changes the caller's list
+    a.insert(0, cls)
+    a.append(sep)
+    segments = [0] * len(a)
+    if b is not None:
+        return a + list(b) + [sep], segments + [1] * (len(b) + 1)
+    return a, segments
+
+
+def bi_extends_b(a, b, cls, sep):  # b.append changes the caller's list
+    ids, segments = [cls, *a, sep], [0] * (len(a) + 2)
+    if b is not None:
+        b.append(sep)
+        ids, segments = ids + b, segments + [1] * len(b)
+    return ids, segments
+
+
+def bi_none_plus_raises(a, b, cls, sep):  # list + None: TypeError when b is None
+    ids = [cls] + list(a) + [sep] + b + [sep]
+    return ids, [0] * (len(a) + 2) + [1] * (len(b) + 1)
+
+
+def bi_sep_everywhere(a, b, cls, sep):  # a [SEP] after every token: unnamed
+    ids = [cls] + [x for t in a for x in (t, sep)]
+    segments = [0] * len(ids)
+    if b is not None:
+        more = [x for t in b for x in (t, sep)]
+        ids, segments = ids + more, segments + [1] * len(more)
+    return ids, segments
+
+
+def be_eps_1e6(ids, segments, params):
+    return _ln(_sum3(ids, segments, params), params, eps=1e-6)
+
+
+def be_float32_inside(ids, segments, params):
+    p = {k: v.float() for k, v in params.items()}
+    return _ln(_sum3(ids, segments, p), p).to(params["LayerNorm.weight"].dtype)
+
+
+def be_ln_float32(ids, segments, params):  # the sum in the weights' dtype, the LayerNorm in float32
+    x = _sum3(ids, segments, params)
+    p = {k: v.float() for k, v in params.items()}
+    return _ln(x.float(), p).to(x.dtype)
+
+
+def be_squeezed(ids, segments, params):  # squeeze(0): a batch of one loses its dimension
+    return _ln(_sum3(ids, segments, params), params).squeeze(0)
+
+
+def be_params_in_place(ids, segments, params):  # adds a key to the caller's dict
+    params["sum"] = _sum3(ids, segments, params)
+    return _ln(params["sum"], params)
+
+
+def be_positions_overflow_raises(ids, segments, params):  # positions 1 … n: IndexError when n = max_position
+    n = ids.shape[1]
+    pos = torch.arange(1, n + 1, device=ids.device)
+    _ = params["position_embeddings.weight"][pos]
+    return _ln(_sum3(ids, segments, params), params)
+
+
+def be_half_positions(ids, segments, params):  # half the position embeddings: unnamed
+    x = (params["word_embeddings.weight"][ids] + 0.5 * params["position_embeddings.weight"][:ids.shape[1]]
+         + params["token_type_embeddings.weight"][segments])
+    return _ln(x, params)
+
+
+def sl_float32_inside(start_logits, end_logits, start, end):
+    loss = (F.cross_entropy(start_logits.float(), start) + F.cross_entropy(end_logits.float(), end)) / 2
+    return loss.to(start_logits.dtype)
+
+
+def sl_softmax_float32(start_logits, end_logits, start, end):  # log_softmax in float32, the rest in the inputs' dtype
+    def ce(z, t):
+        return -torch.log_softmax(z.float(), -1).to(z.dtype).gather(1, t[:, None]).mean()
+    return (ce(start_logits, start) + ce(end_logits, end)) / 2
+
+
+def sl_item(start_logits, end_logits, start, end):  # a Python float where a tensor is asked
+    return ((F.cross_entropy(start_logits, start) + F.cross_entropy(end_logits, end)) / 2).item()
+
+
+def sl_float(start_logits, end_logits, start, end):
+    return float((F.cross_entropy(start_logits, start) + F.cross_entropy(end_logits, end)) / 2)
+
+
+def sl_float_targets_raise(start_logits, end_logits, start, end):  # float targets: F.cross_entropy raises
+    return (F.cross_entropy(start_logits, start.float()) + F.cross_entropy(end_logits, end.float())) / 2
+
+
+def sl_label_smoothing(start_logits, end_logits, start, end):  # label smoothing 0.1: unnamed
+    return (F.cross_entropy(start_logits, start, label_smoothing=0.1)
+            + F.cross_entropy(end_logits, end, label_smoothing=0.1)) / 2
+
+
+def _best(start_logits, end_logits, passage_mask, max_len, fill):
+    n = start_logits.shape[1]
+    allowed = _window(n, max_len, start_logits.device)[None] & passage_mask[:, :, None] & passage_mask[:, None, :]
+    best = _pair_scores(start_logits, end_logits).masked_fill(~allowed, fill).flatten(1).argmax(1)
+    return best // n, best % n
+
+
+def bs_minus_1e4(start_logits, end_logits, passage_mask, max_len=None):  # -1e4 for the masked spans
+    return _best(start_logits, end_logits, passage_mask, max_len, -1e4)
+
+
+def bs_minus_1e4_where(start_logits, end_logits, passage_mask, max_len=None):
+    n = start_logits.shape[1]
+    allowed = _window(n, max_len, start_logits.device)[None] & passage_mask[:, :, None] & passage_mask[:, None, :]
+    scores = torch.where(allowed, _pair_scores(start_logits, end_logits), torch.tensor(-10000.0))
+    best = scores.flatten(1).argmax(1)
+    return best // n, best % n
+
+
+def bs_int32(start_logits, end_logits, passage_mask, max_len=None):  # int32 positions
+    s, e = _best(start_logits, end_logits, passage_mask, max_len, float("-inf"))
+    return s.int(), e.int()
+
+
+def bs_list(start_logits, end_logits, passage_mask, max_len=None):
+    return list(_best(start_logits, end_logits, passage_mask, max_len, float("-inf")))
+
+
+def bs_squeezed(start_logits, end_logits, passage_mask, max_len=None):  # squeeze(): a batch of one gives 0-d
+    s, e = _best(start_logits, end_logits, passage_mask, max_len, float("-inf"))
+    return s.squeeze(), e.squeeze()
+
+
+def bs_mask_not_expanded_raises(start_logits, end_logits, passage_mask, max_len=None):  # (B, n) on (B, n, n)
+    n = start_logits.shape[1]
+    scores = _pair_scores(start_logits, end_logits).masked_fill(~passage_mask, float("-inf"))
+    best = scores.masked_fill(~_window(n, max_len, start_logits.device)[None], float("-inf")).flatten(1).argmax(1)
+    return best // n, best % n
+
+
+def bs_end_plus_one(start_logits, end_logits, passage_mask, max_len=None):  # an exclusive end: unnamed
+    s, e = _best(start_logits, end_logits, passage_mask, max_len, float("-inf"))
+    return s, e + 1
+
+
+def cp_numpy_sum(config, heads=False):
+    import numpy as np
+    return np.sum([_count(config, heads)])
+
+
+def cp_tensor(config, heads=False):  # a tensor holding the count
+    return torch.tensor(_count(config, heads))
+
+
+def cp_key_typo_raises(config, heads=False):  # config["d"]: KeyError inside the student's code
+    return _count({**config, "d_model": config["d"]}, heads)
+
+
+def cp_off_by_one_layer(config, heads=False):  # n_layer + 1 blocks: unnamed
+    return _count({**config, "n_layer": config["n_layer"] + 1}, heads)
+
 
 WRONG = {
     "mask_tokens": [
@@ -721,6 +1004,17 @@ WRONG = {
         Student(mt_zero_labels, _has(MASK_TOKENS, "set the labels of the positions that were not chosen to 0")),
         Student(mt_one_coin_per_batch, _has(MASK_TOKENS, "drew one random number per sequence")),
         Student(mt_swapped_fates, None),
+        Student(mt_floor_count, _has(MASK_TOKENS, "chose exactly ⌊p × m⌋")),
+        Student(mt_floor_count_math, _has(MASK_TOKENS, "chose exactly ⌊p × m⌋")),
+        Student(mt_batch_tokens, _has(MASK_TOKENS, "drew the random replacements from the batch's own tokens")),
+        Student(mt_batch_shuffle, _has(MASK_TOKENS, "drew the random replacements from the batch's own tokens")),
+        Student(mt_never_original, _has(MASK_TOKENS, "never let a random replacement be the original token")),
+        Student(mt_never_original_shift, _has(MASK_TOKENS, "never let a random replacement be the original token")),
+        Student(mt_list, None, note="a list for a tuple"),
+        Student(mt_int32, None, note="int32"),
+        Student(mt_labels_float, None, note="float labels"),
+        Student(mt_isin_list_raises, None, note="torch.isin with a list raises"),
+        Student(mt_p_doubled, None, note="p doubled"),
     ],
     "build_inputs": [
         Student(bi_last_sep_zero, _has(BUILD_INPUTS, "put the [SEP] that ends b in segment 0")),
@@ -732,18 +1026,32 @@ WRONG = {
         Student(bi_segments_one_two, _has(BUILD_INPUTS, "numbered the segments 1 and 2")),
         Student(bi_none_as_empty, _has(BUILD_INPUTS, "added a second [SEP] when b is None")),
         Student(bi_swapped, None),
+        Student(bi_list_of_lists, None, note="a list for a tuple"),
+        Student(bi_tensors, None, note="tensors for lists"),
+        Student(bi_numpy_segments, None, note="numpy.int64 segments"),
+        Student(bi_inserts_into_a, None, note="changes the caller's a"),
+        Student(bi_extends_b, None, note="changes the caller's b"),
+        Student(bi_none_plus_raises, None, note="list + None raises"),
+        Student(bi_sep_everywhere, None, note="[SEP] after every token"),
     ],
     "bert_embeddings": [
         Student(be_no_segments, _has(BERT_EMBEDDINGS, "left out the segment embeddings")),
         Student(be_positions_from_one, _has(BERT_EMBEDDINGS, "numbered the positions from 1")),
         Student(be_positions_per_segment, _has(BERT_EMBEDDINGS, "started the positions again from 0 at segment B")),
-        Student(be_default_eps, _has(BERT_EMBEDDINGS, "used LayerNorm's default ε = 1e-5")),
+        Student(be_default_eps, _has(BERT_EMBEDDINGS, "used another ε than BERT's 1e-12")),
         Student(be_no_layer_norm, _has(BERT_EMBEDDINGS, "left out the LayerNorm")),
         Student(be_no_gain_bias, _has(BERT_EMBEDDINGS, "normalised without LayerNorm's gain and bias")),
         Student(be_unbiased_variance, _has(BERT_EMBEDDINGS, "used the unbiased variance")),
         Student(be_norm_tokens_only, _has(BERT_EMBEDDINGS, "normalised the token embeddings alone")),
         Student(be_normalised_over_positions, None),
         Student(be_roberta_positions, None),
+        Student(be_eps_1e6, _has(BERT_EMBEDDINGS, "used another ε than BERT's 1e-12")),
+        Student(be_float32_inside, None, note="float32 inside"),
+        Student(be_ln_float32, None, note="the LayerNorm in float32"),
+        Student(be_squeezed, None, note="squeeze(0)"),
+        Student(be_params_in_place, None, note="writes into the caller's params"),
+        Student(be_positions_overflow_raises, None, note="IndexError at max_position"),
+        Student(be_half_positions, None, note="half the position embeddings"),
     ],
     "span_loss": [
         Student(sl_sum_of_two, _has(SPAN_LOSS, "added the two cross-entropies without halving them")),
@@ -755,6 +1063,12 @@ WRONG = {
         Student(sl_log_sum_exp_by_hand, _has(SPAN_LOSS, "computed the softmax from exp(logits) itself")),
         Student(sl_mean_over_positions, None),
         Student(sl_probabilities, None),
+        Student(sl_float32_inside, None, note="float32 inside"),
+        Student(sl_softmax_float32, None, note="log_softmax in float32"),
+        Student(sl_item, None, note=".item(): a Python float"),
+        Student(sl_float, None, note="float(): a Python float"),
+        Student(sl_float_targets_raise, None, note="float targets raise"),
+        Student(sl_label_smoothing, None, note="label smoothing"),
     ],
     "best_span": [
         Student(bs_end_before_start, _has(BEST_SPAN, "allowed spans that end before they start")),
@@ -767,6 +1081,13 @@ WRONG = {
         Student(bs_ignores_max_len, _has(BEST_SPAN, "ignored max_len")),
         Student(bs_multiply_mask, _has(BEST_SPAN, "masked by multiplying the logits by the mask")),
         Student(bs_swapped_decode, None),
+        Student(bs_minus_1e4, _has(BEST_SPAN, "gave the masked spans a large negative score")),
+        Student(bs_minus_1e4_where, _has(BEST_SPAN, "gave the masked spans a large negative score")),
+        Student(bs_int32, None, note="int32 positions"),
+        Student(bs_list, None, note="a list for a tuple"),
+        Student(bs_squeezed, None, note="squeeze() of a batch of one"),
+        Student(bs_mask_not_expanded_raises, None, note="masked_fill with a (B, n) mask raises"),
+        Student(bs_end_plus_one, None, note="an exclusive end"),
     ],
     "count_parameters": [
         Student(cp_no_pooler, _has(COUNT_PARAMETERS, "left out the pooler")),
@@ -783,6 +1104,10 @@ WRONG = {
         Student(cp_heads_always, _has(COUNT_PARAMETERS, "counted the pretraining heads when heads is False")),
         Student(cp_output_layer_in_body, None),
         Student(cp_no_mlm_transform, None),
+        Student(cp_numpy_sum, None, note="numpy.int64"),
+        Student(cp_tensor, None, note="a tensor"),
+        Student(cp_key_typo_raises, None, note="KeyError inside the student's code"),
+        Student(cp_off_by_one_layer, None, note="one layer too many"),
     ],
 }
 

@@ -83,15 +83,17 @@ RIGHT = {"layer_norm": layer_norm, "feed_forward": feed_forward, "encoder_block"
 def _torch_encoder(params, n_head, norm_first):
     d, d_ff = params["linear1.weight"].shape[1], params["linear1.weight"].shape[0]
     layer = nn.TransformerEncoderLayer(d, n_head, d_ff, dropout=0.0, batch_first=True, norm_first=norm_first)
+    layer = layer.to(params["linear1.weight"].dtype)  # first: loaded into float32, float64 weights lose digits
     layer.load_state_dict(params)
-    return layer.to(params["linear1.weight"].dtype).eval()
+    return layer.eval()
 
 
 def _torch_decoder(params, n_head, norm_first):
     d, d_ff = params["linear1.weight"].shape[1], params["linear1.weight"].shape[0]
     layer = nn.TransformerDecoderLayer(d, n_head, d_ff, dropout=0.0, batch_first=True, norm_first=norm_first)
+    layer = layer.to(params["linear1.weight"].dtype)  # first: loaded into float32, float64 weights lose digits
     layer.load_state_dict(params)
-    return layer.to(params["linear1.weight"].dtype).eval()
+    return layer.eval()
 
 
 # ----------------------------------------------------------------------------- the course's library agrees
@@ -180,9 +182,10 @@ def test_the_feed_forward_reference_is_torchs_linear_relu_linear():
     c = BY_TASK["feed_forward"]
     for case, (x, w1, b1, w2, b2), _ in _cases("feed_forward"):
         net = nn.Sequential(nn.Linear(w1.shape[1], w1.shape[0]), nn.ReLU(), nn.Linear(w1.shape[0], w1.shape[1]))
+        net = net.to(x.dtype)  # before loading: float64 weights loaded into float32 layers lose their digits
         net.load_state_dict({"0.weight": w1, "0.bias": b1, "2.weight": w2, "2.bias": b2})
         with torch.no_grad():
-            assert case_problem(c, case, net.to(x.dtype)(x), (x, w1, b1, w2, b2), {}) is None, case.name
+            assert case_problem(c, case, net(x), (x, w1, b1, w2, b2), {}) is None, case.name
 
 
 def test_the_weights_are_named_and_shaped_as_torchs_layers_state_dicts():

@@ -324,6 +324,7 @@ def _tiktoken_encode(text, merges):
 def _torch_layer_block(x, params, n_head):
     layer = nn.TransformerEncoderLayer(x.shape[-1], n_head, params["linear1.weight"].shape[0], 0.0,
                                        lambda u: F.gelu(u, approximate="tanh"), batch_first=True, norm_first=True)
+    layer = layer.to(x.dtype)  # before loading: float64 weights loaded into float32 layers lose their digits
     layer.load_state_dict(params)
     n = x.shape[1]
     return layer.eval()(x, src_mask=nn.Transformer.generate_square_subsequent_mask(n), is_causal=True)

@@ -23,6 +23,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from lmbook.grading import reproduce
 from lmbook.grading.checks import CheckFailed, run_check
 from lmbook.tasks import ASSIGNMENTS
 
@@ -104,19 +105,24 @@ def test_a_right_answer_written_differently_gets_full_marks(assignment, task, in
 
 
 def feedback_quality(assignments: tuple[str, ...] = ASSIGNMENTS) -> dict[str, dict[str, int]]:
-    """Per exercise: wrong answers in the suite, caught (lose points), named, named correctly."""
+    """Per exercise: wrong answers in the suite, caught (lose points), named, named correctly, caught by a visible
+    test, and shown a pasteable smallest failing input there."""
     table = {}
     for a in assignments:
-        row = {"wrong": 0, "caught": 0, "named": 0, "named_correctly": 0, "right": 0, "right_pass": 0}
+        row = {"wrong": 0, "caught": 0, "named": 0, "named_correctly": 0, "visible": 0, "pasteable": 0, "right": 0,
+               "right_pass": 0}
         for task in _tasks(a):
             check = _registry(a).checks[task]
             for student in _students(a).WRONG.get(task, []):
-                results = verdicts(a, task, student.fn)
+                results = verdicts(a, task, student.fn)  # visible at each seed, then hidden at each seed
                 told = named_mistakes(check, [m for ok, m in results if not ok])
+                visible = [m for ok, m in results[:len(SEEDS)] if not ok]
                 row["wrong"] += 1
                 row["caught"] += not all(ok for ok, _ in results)
                 row["named"] += bool(told)
                 row["named_correctly"] += bool(told) and told == {student.has}
+                row["visible"] += bool(visible)
+                row["pasteable"] += any(reproduce.HEADER in m for m in visible)
             for fn in _students(a).RIGHT.get(task, []):
                 row["right"] += 1
                 row["right_pass"] += all(ok for ok, _ in verdicts(a, task, fn))
@@ -125,8 +131,9 @@ def feedback_quality(assignments: tuple[str, ...] = ASSIGNMENTS) -> dict[str, di
 
 
 if __name__ == "__main__":  # python tests/test_students.py [ch02 ...]: the feedback-quality table
-    print("| exercise | wrong answers | caught | named | named correctly | right answers | full marks |")
-    print("|---|---|---|---|---|---|---|")
+    print("| exercise | wrong answers | caught | named | named correctly | caught visibly | with a pasteable smallest "
+          "input | right answers | full marks |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for a, r in feedback_quality(tuple(sys.argv[1:]) or ASSIGNMENTS).items():
-        print(f"| {a} | {r['wrong']} | {r['caught']} | {r['named']} | {r['named_correctly']} | {r['right']} | "
-              f"{r['right_pass']} |")
+        print(f"| {a} | {r['wrong']} | {r['caught']} | {r['named']} | {r['named_correctly']} | {r['visible']} | "
+              f"{r['pasteable']} | {r['right']} | {r['right_pass']} |")

@@ -20,6 +20,7 @@ from lmbook.grading.checks import (
     case_inputs,
     case_seed,
     find_forbidden_use,
+    planned,
     run_check,
 )
 from lmbook.grading.compare import describe_scalar_mismatch, describe_tensor_mismatch
@@ -36,8 +37,8 @@ def grader_verdict(check: Check, answer, *, hidden: bool, seed: int) -> tuple[bo
     if reason:
         return False, forbidden_message(check, reason)
     outcomes = []
-    for i, case in enumerate(check.hidden_cases if hidden else check.cases):
-        args, kwargs = case_inputs(case, seed, i, CPU)
+    for i, (case, index, parent) in enumerate(planned(check, hidden)):
+        args, kwargs = case_inputs(case, seed, index, CPU)
         sent: values.Arrays = {}  # what the judge sends, and the runner's reply, as they cross the pipes
         specs = [judge._write(v, f"c{i}_a{n}", sent) for n, v in enumerate(args)]
         kw_specs = {k: judge._write(v, f"c{i}_{k}", sent) for k, v in kwargs.items()}
@@ -45,13 +46,14 @@ def grader_verdict(check: Check, answer, *, hidden: bool, seed: int) -> tuple[bo
         a = [runner._load(spec, wire, CPU) for spec in specs]
         kw = {k: runner._load(spec, wire, CPU) for k, spec in kw_specs.items()}
         watch = CallWatch(check)  # the runner's run-time second opinion
-        got = values.call_once(answer, a, kw, case_seed(seed, i), around=watch)
+        got = values.call_once(answer, a, kw, case_seed(seed, index), around=watch)
         if watch.found:
             return False, forbidden_message(check, watch.found)
         reply: values.Arrays = {}
         spec = runner._save(got["out"], f"c{i}", reply) if "out" in got else None
         result = judge._read(spec, json.loads(json.dumps(values.to_wire(reply)))) if "out" in got else None
-        outcomes.append(Outcome(case, case_seed(seed, i), args, kwargs, result, got.get("raised"), got["changed"]))
+        outcomes.append(Outcome(case, case_seed(seed, index), args, kwargs, result, got.get("raised"), got["changed"],
+                                parent))
     return decide(check, outcomes, hidden)
 
 
@@ -245,7 +247,7 @@ def _outcomes(check: Check, answer) -> list[Outcome]:
     (lambda r: r.transpose(-1, -2), "transpose of the expected matrix"),
     (lambda r: torch.cat([r[:1], r[1:] + 1]), "off by a constant"),
     (lambda r: torch.cat([r[:2], r[2:] * torch.rand(r[2:].shape, generator=torch.Generator().manual_seed(0))]),
-     "row(s) 2, 3 of 4"),
+     "only at indices 2–3 of dimension 0 (0–1 are right)"),
     (lambda r: r.reshape(4, 2, 2).transpose(0, 1), "the same sizes in another order"),
     (lambda r: r.unsqueeze(0), "a dimension of size 1 too many"),
 ])

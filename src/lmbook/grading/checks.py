@@ -25,10 +25,16 @@ Inputs = tuple[tuple, dict]
 
 @dataclass(frozen=True)
 class Case:
-    """One input to try. ``make(generator, device)`` returns ``(args, kwargs)``."""
+    """One input to try. ``make(generator, device)`` returns ``(args, kwargs)``.
+
+    ``smaller``: smaller versions of a visible case (fewer rows, positions, dimensions; see
+    :func:`~lmbook.grading.reproduce.sized`); when the case fails, the smallest of them that fails too is shown to
+    the student as Python to paste.
+    """
 
     name: str
     make: Callable[[torch.Generator, torch.device], Inputs]
+    smaller: tuple[Case, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,10 @@ class Check:
     # What the statement also specifies of the result: no gradient tracking; the inputs' floating dtype.
     no_grad: bool = False
     keep_dtype: bool = False
+    # The statement asks that the gradient flow back into the inputs that track one (a learned table, say).
+    needs_grad: bool = False
+    # Whether the answer must leave its inputs as they were (the exercises say so, unless a task works in place).
+    inputs_kept: bool = True
     run: Callable | None = None  # custom runner (e.g. a training task); default: call and compare
     # A training task, graded outside the student's kernel: the kernel calls the answer on
     # ``train_args()`` and the model it returns on ``eval_set(hidden, seed).contexts``; then
@@ -90,9 +100,25 @@ def case_seed(seed: int, i: int) -> int:
     return seed * 1009 + i
 
 
+# The inputs are drawn from a stream of their own: were it seeded as torch's global generator is before the call,
+# an answer's random draws would repeat the draws that made its inputs (a "random" token would be one of the batch's).
+INPUT_STREAM = 0x5DEECE66D
+
+
 def case_inputs(case: Case, seed: int, i: int, device: torch.device) -> Inputs:
     """The inputs of case ``i`` for a check run with ``seed`` (the same numbers on every device)."""
-    return case.make(torch.Generator().manual_seed(case_seed(seed, i)), device)
+    return case.make(torch.Generator().manual_seed(case_seed(seed, i) ^ INPUT_STREAM), device)
+
+
+def planned(check: Check, hidden: bool) -> list[tuple[Case, int, int | None]]:
+    """Every case one ``check(...)`` call runs, as (case, its index for :func:`case_seed`, its parent): the
+    visible or hidden cases (parent None), then, for a visible call, each visible case's smaller versions (their
+    parent's index, and its seed: the same stream of numbers, fewer of them)."""
+    cases = list(check.hidden_cases if hidden else check.cases)
+    out: list[tuple[Case, int, int | None]] = [(c, i, None) for i, c in enumerate(cases)]
+    if not hidden:
+        out += [(s, i, i) for i, c in enumerate(cases) for s in c.smaller]
+    return out
 
 
 def run_check(check: Check, answer: Callable, *, hidden: bool = False, seed: int = 0,
@@ -108,9 +134,10 @@ def run_check(check: Check, answer: Callable, *, hidden: bool = False, seed: int
         raise CheckFailed(forbidden_message(check, reason))
     if check.run is not None:
         return check.run(check, answer, hidden=hidden, seed=seed, device=device, verbose=verbose)
-    cases = list(check.hidden_cases if hidden else check.cases)
-    outcomes = []
-    for i, case in enumerate(cases):
+    plan = planned(check, hidden)
+    main = [p for p in plan if p[2] is None]
+
+    def run(case: Case, i: int, parent: int | None) -> Outcome:
         args, kwargs = case_inputs(case, seed, i, device)
         passed_in = (values.round_trip(tuple(args), device, inputs=True),
                      {k: values.round_trip(v, device, inputs=True) for k, v in kwargs.items()})
@@ -123,14 +150,20 @@ def run_check(check: Check, answer: Callable, *, hidden: bool = False, seed: int
         if watch.found or watch.tampered:
             raise CheckFailed(forbidden_message(check, watch.found or watch.tampered))
         out = values.round_trip(result["out"], device) if "out" in result else None
-        outcomes.append(Outcome(case, case_seed(seed, i), args, kwargs, out, result.get("raised"),
-                                result["changed"]))
+        return Outcome(case, case_seed(seed, i), args, kwargs, out, result.get("raised"), result["changed"], parent)
+
+    outcomes = [run(*p) for p in main]
     ok, message = decide(check, outcomes, hidden)
+    if not ok and len(plan) > len(main):
+        # the smaller versions of the visible cases, run only now that one failed: the grader runs them all
+        # beforehand, and the decision (the same function) shows the same one
+        outcomes += [run(*p) for p in plan[len(main):]]
+        ok, message = decide(check, outcomes, hidden)
     if not ok:
         raise CheckFailed(message)
     if verbose:
         print(message)
-    return len(cases)
+    return len(main)
 
 
 @torch.no_grad()

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from . import sandbox, static, values
-from .checks import Check, case_inputs, case_seed
+from .checks import Check, case_inputs, case_seed, planned
 from .verdict import (
     _KNOWN_ERRORS,
     Outcome,
@@ -178,7 +178,7 @@ class _Plan:
     cells: list[int]  # the notebook cell of each step
     probes: list[list[dict]]  # the probes of each step (none for a code cell)
     calls: dict[str, tuple[Call, Check]]  # probe id -> (call, check)
-    inputs: dict[str, tuple]  # case id -> (case, seed, args, kwargs)
+    inputs: dict[str, tuple]  # case id -> (case, seed, args, kwargs, parent: the visible case it shrinks, or None)
 
 
 def _plan(nb, registry, timeout: float, unreadable: dict[int, str]) -> _Plan:
@@ -206,11 +206,12 @@ def _plan(nb, registry, timeout: float, unreadable: dict[int, str]) -> _Plan:
                 probe["contexts"] = _write(check.eval_set(call.hidden, call.seed).contexts, f"{pid}_ctx", arrays)
             else:
                 probe["cases"] = []
-                for k, case in enumerate(check.hidden_cases if call.hidden else check.cases):
-                    args, kwargs = case_inputs(case, call.seed, k, CPU)
+                # the visible cases' smaller versions too (checks.planned): the decision may show one
+                for k, (case, index, parent) in enumerate(planned(check, call.hidden)):
+                    args, kwargs = case_inputs(case, call.seed, index, CPU)
                     cid = f"{pid}_{k}"
-                    plan.inputs[cid] = (case, case_seed(call.seed, k), args, kwargs)
-                    probe["cases"].append({"id": cid, "seed": case_seed(call.seed, k),
+                    plan.inputs[cid] = (case, case_seed(call.seed, index), args, kwargs, parent)
+                    probe["cases"].append({"id": cid, "seed": case_seed(call.seed, index),
                                            "args": [_write(a, f"{cid}_a{n}", arrays) for n, a in enumerate(args)],
                                            "kwargs": {k2: _write(v, f"{cid}_{k2}", arrays)
                                                       for k2, v in kwargs.items()}})
@@ -241,19 +242,22 @@ def _judge_call(pid: str, call: Call, check: Check, result: dict, plan: _Plan, a
         return False, not_implemented(check), 0
     cases = result.get("cases") if isinstance(result.get("cases"), dict) else {}
     outcomes, missing = [], []
-    for cid, (case, seed, args, kwargs) in plan.inputs.items():
+    for cid, (case, seed, args, kwargs, parent) in plan.inputs.items():
         if not cid.startswith(pid + "_"):
             continue
         got = cases.get(cid)
         if not isinstance(got, dict):
-            missing.append(case.name)
+            if parent is None:  # a smaller version with no result is only not shown
+                missing.append(case.name)
             continue
         changed = got.get("changed") if isinstance(got.get("changed"), list) else []
         changed = [str(c)[:40] for c in changed[:16]]
         if "raised" in got:
-            outcomes.append(Outcome(case, seed, args, kwargs, raised=str(got["raised"])[:600], changed=changed))
+            outcomes.append(Outcome(case, seed, args, kwargs, raised=str(got["raised"])[:600], changed=changed,
+                                    parent=parent))
         else:
-            outcomes.append(Outcome(case, seed, args, kwargs, _read(got.get("ok"), arrays), changed=changed))
+            outcomes.append(Outcome(case, seed, args, kwargs, _read(got.get("ok"), arrays), changed=changed,
+                                    parent=parent))
     try:
         ok, msg = decide(check, outcomes, call.hidden, missing)
     except Exception as e:  # noqa: BLE001 - a malformed output is the student's wrong answer

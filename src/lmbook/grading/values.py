@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import base64
 import io
+import linecache
 import re
+import sysconfig
+import traceback
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -140,7 +144,8 @@ def round_trip(value, device: torch.device | str = "cpu", *, inputs: bool = Fals
 
 
 def changed_in_place(before, after) -> bool:
-    """Whether a tensor argument (or one inside a tuple or list) now holds other values than it did."""
+    """Whether a tensor argument (or one inside a tuple, list or dict) now holds other values than it did, or a
+    list or dict argument holds other items."""
     if isinstance(before, torch.Tensor):
         if not isinstance(after, torch.Tensor) or after.shape != before.shape or after.dtype != before.dtype:
             return True
@@ -152,37 +157,92 @@ def changed_in_place(before, after) -> bool:
     if isinstance(before, tuple | list):
         return not isinstance(after, tuple | list) or len(after) != len(before) or any(
             changed_in_place(b, a) for b, a in zip(before, after, strict=False))
-    return False
+    if isinstance(before, dict):
+        return not isinstance(after, dict) or list(after) != list(before) or any(
+            changed_in_place(before[k], after[k]) for k in before)
+    return before != after if isinstance(before, int | float | str) else False
 
 
 def snapshot(value):
-    """A copy of the tensors in an argument, to tell afterwards whether the student's code changed it."""
+    """A copy of an argument (its tensors' values, its lists' and dicts' items), to tell afterwards whether the
+    student's code changed it."""
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().clone()
     if isinstance(value, tuple | list):
         return type(value)(snapshot(v) for v in value)
+    if isinstance(value, dict):
+        return {k: snapshot(v) for k, v in value.items()}
     return value
+
+
+def _library(filename: str) -> bool:
+    """Whether code in this file is a library's (Python's, torch's, lmbook's), not the student's."""
+    return filename.startswith(_LIBRARY_PATHS) or filename.startswith("<frozen")
+
+
+_LIBRARY_PATHS = tuple({*(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")),
+                        str(Path(__file__).resolve().parents[1]), str(Path(torch.__file__).resolve().parent)})
+
+
+def students_lines(tb, limit: int = 3) -> list[str]:
+    """The student's own frames of a traceback, innermost last: 'in masked_attention, line 4: scores = ...'
+    (the line within their cell, or their file), at most ``limit`` of them."""
+    lines = []
+    for frame, lineno in traceback.walk_tb(tb):
+        code = frame.f_code
+        if _library(code.co_filename):
+            continue
+        source = linecache.getline(code.co_filename, lineno, frame.f_globals).strip()
+        where = f"in {code.co_name}, line {lineno}" if code.co_name != "<module>" else f"line {lineno}"
+        lines.append(f"{where}: {source[:100]}" if source else where)
+    return lines[-limit:]
+
+
+def _is_stub(e: NotImplementedError) -> bool:
+    """The exercise's own ``raise NotImplementedError()`` (no message, raised by the student's own line), not one
+    raised by a library inside the answer (torch's say which operator is missing)."""
+    if str(e):
+        return False
+    tb = e.__traceback__
+    last = None
+    for frame, lineno in traceback.walk_tb(tb):
+        last = frame, lineno
+    if last is None:
+        return True
+    frame, lineno = last
+    line = linecache.getline(frame.f_code.co_filename, lineno, frame.f_globals)
+    return not _library(frame.f_code.co_filename) and "NotImplementedError" in line
 
 
 def call_once(fn, args: Sequence, kwargs: dict, seed: int, around: AbstractContextManager | None = None,
               device: torch.device | str = "cpu") -> dict:
     """Call a student's function as both the kernel and the grader do, with torch's RNG seeded first.
 
-    Returns ``{"out": result}`` or ``{"raised": "TypeError: ..."}``, and ``"changed"``: the arguments the
-    call modified in place (positions as strings, keywords by name). ``NotImplementedError`` (the stub) and
-    exceptions that are not ``Exception`` (the grader's time limit) pass through. The result is made plain
-    (:func:`round_trip`, onto ``device``) inside ``around``: a tensor subclass that would compute its value
-    only when it is read computes it under the watch.
+    Returns ``{"out": result}`` or ``{"raised": "TypeError: ...\\nin fn, line 3: ..."}`` (the exception, then the
+    student's own lines it passed through), and ``"changed"``: the arguments the call modified in place (positions
+    as strings, keywords by name). The exercise's ``raise NotImplementedError()`` stub and exceptions that are not
+    ``Exception`` (the grader's time limit) pass through; a ``NotImplementedError`` raised by a library inside the
+    answer is the answer's result like any other exception.
+    The result is made plain (:func:`round_trip`, onto ``device``) inside ``around``: a tensor subclass that
+    would compute its value only when it is read computes it under the watch.
     """
     before = [snapshot(a) for a in args], {k: snapshot(v) for k, v in kwargs.items()}
     torch.manual_seed(seed)  # a sampling answer draws the same numbers in Jupyter and in the grader
     try:
         with around or nullcontext():  # e.g. the watch over what the answer calls: around the call only
             result = {"out": round_trip(fn(*args, **kwargs), device)}
-    except NotImplementedError:
-        raise
+    except NotImplementedError as e:
+        if _is_stub(e):
+            raise
+        result = {"raised": _raised(e)}
     except Exception as e:  # noqa: BLE001 - whatever the student's code raises is their result
-        result = {"raised": f"{type(e).__name__}: {str(e)[:500]}"}
+        result = {"raised": _raised(e)}
     positional = [str(i) for i, (b, a) in enumerate(zip(before[0], args, strict=True)) if changed_in_place(b, a)]
     result["changed"] = positional + [k for k, v in kwargs.items() if changed_in_place(before[1][k], v)]
     return result
+
+
+def _raised(e: BaseException) -> str:
+    """The exception in one line, then the student's lines it came through (under 600 characters in all)."""
+    first = " ".join(f"{type(e).__name__}: {e}".split())[:300]
+    return "\n".join([first, *students_lines(e.__traceback__)])[:590]

@@ -5,10 +5,13 @@ wall, an exception, the arguments it changed in place) and returns pass or fail 
 in-kernel check and the grader's judge both call it on the same values (:mod:`.values`), so what passes in
 the notebook passes in the grader.
 
-A known mistake is named only when the student's function did what that mistake does on every case (the
-same output, or an exception of the same type), and the mistake differs from the right answer on at least
-one of them: one degenerate case where many mistakes coincide names nothing. When several known mistakes
-explain the outputs, all are said.
+A known mistake is named only when the student's function gave that mistake's output on every case where the
+mistake gives one, and the mistake differs from the right answer on at least one of them: one degenerate case
+where many mistakes coincide names nothing, and an exception of the same type as the mistake's is no evidence
+either way. When several known mistakes explain the outputs, all are said.
+
+When a visible case fails, the smallest of its smaller versions that fails too is printed as Python the student
+can paste, with the expected and returned values side by side (:mod:`.reproduce`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .compare import to_reference
+from .compare import float64_inputs, to_reference
+from .reproduce import reproduction
 
 # How a message names known mistakes (the class report reads them back).
 LIKELY_CAUSE = "likely cause: "
@@ -39,6 +43,7 @@ class Outcome:
     out: object = None
     raised: str | None = None
     changed: Sequence[str] = ()
+    parent: int | None = None  # a smaller version of visible case ``parent``, run to show a failure small
 
 
 def reference_of(check, o: Outcome):
@@ -63,12 +68,22 @@ def _argument_names(check, changed: Sequence[str]) -> str:
     return ", ".join(f"`{n}`" for n in names)
 
 
+def raised_message(raised: str) -> str:
+    """'your code raised TypeError: ...', with the student's own lines (if any) indented below it."""
+    first, *frames = raised.splitlines()
+    return "your code raised " + first + "".join("\n      " + line.strip() for line in frames)
+
+
+def _floats64(x) -> bool:
+    return any(t.dtype == torch.float64 for t in _tensors(x))
+
+
 def outcome_problem(check, o: Outcome) -> str | None:
     """What is wrong with one case's outcome, in the student's terms, or None."""
     if o.raised is not None:
-        return f"[{o.case.name}] your code raised {o.raised}"
+        return f"[{o.case.name}] {raised_message(o.raised)}"
     problems = []
-    if o.changed:
+    if o.changed and check.inputs_kept:
         problems.append(f"changed its input {_argument_names(check, o.changed)} in place: leave the caller's "
                         "tensors as they were (write `x = x * 2`, not `x *= 2` or `x[...] = ...` on an input)")
     inputs, outputs = _tensors((o.args, o.kwargs)), _tensors(o.out)
@@ -80,12 +95,18 @@ def outcome_problem(check, o: Outcome) -> str | None:
     if check.no_grad and any(t.requires_grad for t in outputs):
         problems.append("returned a tensor that still tracks gradients (requires_grad=True): the statement asks "
                         "for plain values (compute under `torch.no_grad()` or return `.detach()`)")
+    if check.needs_grad and any(t.requires_grad for t in inputs) and outputs and \
+            not any(t.requires_grad for t in outputs):
+        problems.append("returned a tensor that does not track gradients, so no gradient reaches the learned input: "
+                        "compute it from the input by indexing or arithmetic, not under torch.no_grad(), with "
+                        ".detach(), or through .tolist() / .item() and a new tensor")
     if check.keep_dtype:
         floats = [t.dtype for t in inputs if t.is_floating_point()]
         off = [t.dtype for t in outputs if t.is_floating_point() and floats and t.dtype != floats[0]]
         if off:
             problems.append(f"returned {off[0]} for {floats[0]} inputs: keep the inputs' dtype")
-    compared = check.compare(o.out, reference_of(check, o))
+    with float64_inputs(_floats64((o.args, o.kwargs))):
+        compared = check.compare(o.out, reference_of(check, o))
     if compared:
         problems.append(compared)
     return f"[{o.case.name}] " + "; ".join(problems) if problems else None
@@ -134,8 +155,9 @@ def case_problem(check, case, out, args: tuple, kwargs: dict) -> str | None:
 
 
 def known_mistakes(check, outcomes: Sequence[Outcome]) -> list[str]:
-    """The misconceptions whose mutant reproduces what the student's function did on every case (the same
-    output, or an exception of the same type), and differs from the reference on at least one of them."""
+    """The misconceptions whose mutant gives the student's output on every case where it gives one, and differs
+    from the reference on at least one of them (the smaller versions of cases are not evidence)."""
+    outcomes = [o for o in outcomes if o.parent is None]
     if not outcomes:
         return []
     return list(dict.fromkeys(m.misconception for m in check.mutants if _explains(check, m, outcomes)))
@@ -149,14 +171,16 @@ def _explains(check, mutant, outcomes: Sequence[Outcome]) -> bool:
             with torch.no_grad():
                 # same dtype and device as the student's run, so overflow mistakes reproduce exactly
                 wrong = to_reference(mutant.fn(*_clone(o.args), **_clone(o.kwargs)))
-        except Exception as e:  # noqa: BLE001 - the mistake raises here: so must the student's code
-            if o.raised is None or not o.raised.startswith(f"{type(e).__name__}:"):
+        except Exception:  # noqa: BLE001 - the mistake raises here: the student's code must not return a value
+            if o.raised is None:
                 return False
-            informative = True
-            continue
-        if o.raised is not None or check.compare(o.out, wrong) is not None:
+            continue  # both raise: that says nothing about which mistake it is
+        if o.raised is not None:
             return False
-        informative = informative or check.compare(wrong, reference_of(check, o)) is not None
+        with float64_inputs(_floats64((o.args, o.kwargs))):
+            if check.compare(o.out, wrong) is not None:
+                return False
+            informative = informative or check.compare(wrong, reference_of(check, o)) is not None
     return informative
 
 
@@ -176,17 +200,73 @@ def decide(check, outcomes: Sequence[Outcome], hidden: bool, missing: Sequence[s
     ``missing``: the names of cases with no result (the run stopped before them).
     """
     n = len(check.hidden_cases if hidden else check.cases)
-    failures = [p for p in ((hidden_problem if hidden else outcome_problem)(check, o) for o in outcomes) if p]
+    main = [o for o in outcomes if o.parent is None]  # a visible case's smaller versions are not cases of their own
+    problems = [(hidden_problem if hidden else outcome_problem)(check, o) for o in main]
+    failures = [p for p in problems if p]
     failures += [f"[{name}] no result (the run stopped before this case)" for name in missing]
     if not failures:
         return True, pass_message(check, n, hidden)
     message = failure_message(check, failures, n, hidden)
-    named = known_mistakes(check, outcomes) if not missing else []
+    named = known_mistakes(check, main) if not missing else []
     if len(named) == 1:
         message += f"\n  {LIKELY_CAUSE}{named[0]}"
     elif named:
         message += f"\n  {SEVERAL_CAUSES}" + CAUSE_SEPARATOR.join(named)
+    if not hidden:
+        shown = smallest_failure(check, main, problems, [o for o in outcomes if o.parent is not None])
+        if shown:
+            message += "\n  " + shown.replace("\n", "\n  ")
     return False, message
+
+
+def _size(x) -> int:
+    if isinstance(x, torch.Tensor):
+        return x.numel()
+    if isinstance(x, tuple | list):
+        return sum(_size(v) for v in x) + 1
+    if isinstance(x, dict):
+        return sum(_size(v) for v in x.values()) + 1
+    if isinstance(x, str):
+        return len(x) + 1
+    return 1
+
+
+def _kind(o: Outcome, problem: str) -> str:
+    if o.raised is not None:
+        return "raised " + o.raised.split(":", 1)[0]
+    detail = problem.split("] ", 1)[1] if problem.startswith("[") else problem
+    head = detail.split(": ", 1)[0]
+    return head if " " not in head else detail.split(" ", 1)[0]
+
+
+def smallest_failure(check, main: Sequence[Outcome], problems: Sequence[str | None],
+                     smaller: Sequence[Outcome]) -> str | None:
+    """The smallest failing input of the first failing visible case that has smaller versions, shown in full;
+    the case itself when none of them fails (its inputs are visible anyway) and it is small enough to print.
+    Nothing when every failing case says the same (a list returned for a tuple): the input does not matter."""
+    details = {p.split("] ", 1)[-1] for p in problems if p}
+    if len(details) == 1 and sum(p is not None for p in problems) > 1 and \
+            details.pop().startswith(("returned a", "returned dtype", "changed its input")):
+        return None
+    for i, (o, problem) in enumerate(zip(main, problems, strict=True)):
+        if problem is None:
+            continue
+        # the smallest smaller version that fails the same way (the same exception, or the same part wrong)
+        found = None
+        for s in sorted((s for s in smaller if s.parent == i), key=lambda s: _size((s.args, s.kwargs))):
+            p = outcome_problem(check, s)
+            if p and _kind(s, p) == _kind(o, problem):
+                found = s, p
+                break
+        s, p = found or (o, problem)
+        if _size((s.args, s.kwargs)) > (400 if s is not o else 120):  # an unshrunk case: random digits, keep short
+            continue
+        detail = p.split("] ", 1)[1] if p.startswith("[") else p
+        if s.raised is not None:
+            return reproduction(check.task, check.reference, s.args, s.kwargs, reference_of(check, s), None,
+                                detail, raised=True)
+        return reproduction(check.task, check.reference, s.args, s.kwargs, reference_of(check, s), s.out, detail)
+    return None
 
 
 # ----------------------------------------------------------------------------- the words

@@ -11,26 +11,30 @@ import torch
 from .common import NEG_INF, randn
 
 
-def attention_params(g: torch.Generator, device: torch.device, d: int, prefix: str = "") -> dict[str, torch.Tensor]:
+def attention_params(g: torch.Generator, device: torch.device, d: int, prefix: str = "",
+                     scale: float = 1.0) -> dict[str, torch.Tensor]:
     """``nn.MultiheadAttention``'s weights, named as its ``state_dict()`` (after ``prefix``): the packed (3d, d)
-    [W_q; W_k; W_v] and its bias, the output projection and its bias, of the scale a trained layer has."""
-    return {f"{prefix}in_proj_weight": randn((3 * d, d), g, device, 1 / math.sqrt(d)),
-            f"{prefix}in_proj_bias": randn((3 * d,), g, device, 0.5),
-            f"{prefix}out_proj.weight": randn((d, d), g, device, 1 / math.sqrt(d)),
-            f"{prefix}out_proj.bias": randn((d,), g, device, 0.5)}
+    [W_q; W_k; W_v] and its bias, the output projection and its bias, of the scale a trained layer has (times
+    ``scale``)."""
+    return {f"{prefix}in_proj_weight": randn((3 * d, d), g, device, scale / math.sqrt(d)),
+            f"{prefix}in_proj_bias": randn((3 * d,), g, device, 0.5 * scale),
+            f"{prefix}out_proj.weight": randn((d, d), g, device, scale / math.sqrt(d)),
+            f"{prefix}out_proj.bias": randn((d,), g, device, 0.5 * scale)}
 
 
 def block_params(g: torch.Generator, device: torch.device, d: int, d_ff: int,
-                 attentions: tuple[str, ...] = ("self_attn",), n_norms: int = 2) -> dict[str, torch.Tensor]:
+                 attentions: tuple[str, ...] = ("self_attn",), n_norms: int = 2,
+                 scale: float = 1.0) -> dict[str, torch.Tensor]:
     """A Transformer layer's weights, named and ordered as its torch layer's ``state_dict()``: each attention's,
-    the feed-forward network's, and ``n_norms`` LayerNorms'."""
+    the feed-forward network's, and ``n_norms`` LayerNorms'. ``scale`` multiplies the attentions' and the
+    feed-forward network's (small ones keep the activations small, where LayerNorm's ε matters)."""
     p = {}
     for a in attentions:
-        p |= attention_params(g, device, d, f"{a}.")
-    p["linear1.weight"] = randn((d_ff, d), g, device, 1 / math.sqrt(d))
-    p["linear1.bias"] = randn((d_ff,), g, device, 0.5)
-    p["linear2.weight"] = randn((d, d_ff), g, device, 1 / math.sqrt(d_ff))
-    p["linear2.bias"] = randn((d,), g, device, 0.5)
+        p |= attention_params(g, device, d, f"{a}.", scale)
+    p["linear1.weight"] = randn((d_ff, d), g, device, scale / math.sqrt(d))
+    p["linear1.bias"] = randn((d_ff,), g, device, 0.5 * scale)
+    p["linear2.weight"] = randn((d, d_ff), g, device, scale / math.sqrt(d_ff))
+    p["linear2.bias"] = randn((d,), g, device, 0.5 * scale)
     for i in range(1, n_norms + 1):  # gains around 1 and biases: every norm is told apart from the others
         p[f"norm{i}.weight"] = randn((d,), g, device, 0.3, 1.0)
         p[f"norm{i}.bias"] = randn((d,), g, device, 0.3)

@@ -69,3 +69,24 @@ def made_up_at_padding(x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
     """``x`` (B, n, d) with large made-up vectors where ``pad`` (B, n) is True: an answer that attends to padding
     gets a very different result."""
     return torch.where(pad.to(x.device).unsqueeze(-1), 3.0 * x.abs() + 2.0, x)
+
+
+def fit_lengths(p: dict, batch: str = "B", size: str = "n") -> dict:
+    """A smaller version's ``lengths`` (see :func:`~lmbook.grading.reproduce.sized`): the first ``p[batch]`` of
+    them, scaled to ``p[size]`` positions, at least 1 each, the longest filling the batch."""
+    if p.get("lengths") is not None:
+        old, n = list(p["lengths"]), p[size]
+        lengths = [max(1, min(n, round(length * n / max(old)))) for length in old][: p[batch]]
+        lengths[lengths.index(max(lengths))] = n
+        p["lengths"] = lengths
+    return p
+
+
+def in_dtype(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``x`` (drawn in float32) in ``dtype``; in float64 with digits below float32's precision added (a relative
+    change of about 1e-8, deterministic), so that an answer that goes through float32 cannot give the float64
+    answer back."""
+    if dtype != torch.float64 or not x.is_floating_point():
+        return x.to(dtype)
+    x = x.double()
+    return x + x * 2.0 ** -25 * torch.cos(x * 7919.0)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from ... import functional as lmbook_functional
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import describe_scalar_mismatch
+from ...grading.compare import OVERFLOW_HINT, describe_scalar_mismatch
 from ..common import randn as _randn
 from .inputs import scalar_tensor
 
@@ -112,7 +112,8 @@ PERPLEXITY = Check(
     what="exp of the mean negative log-likelihood",
     reference=lambda logits, targets, ignore_index=-100: math.exp(float(_ce_ref(logits, targets, ignore_index))),
     # the statement: a number (a Python float; a NumPy float is one too), not a tensor
-    compare=lambda out, ref: describe_scalar_mismatch(out, ref, rtol=1e-3, atol=1e-6, accept=("number",)),
+    compare=lambda out, ref: describe_scalar_mismatch(out, ref, rtol=1e-3, atol=1e-6, accept=("number",),
+                                                                nan_hint=OVERFLOW_HINT),
     cases=CE_CASES[:2], hidden_cases=[*CE_HIDDEN[:4], *CE_HIDDEN[5:7]],  # not scale 1000: exp(CE) overflows
     mutants=[
         Mutant(lambda lg, t, ignore_index=-100: 2 ** float(_ce_ref(lg, t, ignore_index)),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ...grading.compare import describe_scalar_mismatch
+from ...grading.compare import OVERFLOW_HINT, describe_scalar_mismatch
 from ..common import randn as _randn
 
 
@@ -22,4 +22,5 @@ def logits_case(shape, scale=1.0, offset=0.0, dim=None, dtype=torch.float32, row
 def scalar_tensor(rtol: float, atol: float):
     """The statement asks for a tensor holding one value: a Python float is not one. (Its shape is not checked:
     a 0-dimensional tensor crosses the sandbox's wall as shape (1,) today.)"""
-    return lambda out, ref: describe_scalar_mismatch(out, ref, rtol=rtol, atol=atol, accept=("tensor",))
+    return lambda out, ref: describe_scalar_mismatch(out, ref, rtol=rtol, atol=atol, accept=("tensor",),
+                                                       nan_hint=OVERFLOW_HINT)

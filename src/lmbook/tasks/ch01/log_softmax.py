@@ -6,7 +6,7 @@ import torch
 
 from ... import functional as lmbook_functional
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import describe_tensor_mismatch
+from ...grading.compare import OVERFLOW_HINT, describe_tensor_mismatch
 from .inputs import logits_case
 
 
@@ -24,7 +24,8 @@ LOG_SOFTMAX = Check(
     task="log_softmax",
     what="numerically stable log-softmax along `dim`",
     reference=lambda x, dim=-1: torch.log_softmax(x, dim=dim),
-    compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=1e-4, atol=1e-4, dim=None),
+    compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=1e-4, atol=1e-4, dim=None,
+                                                      nan_hint=OVERFLOW_HINT),
     cases=[
         Case("a (4, 10) batch of logits", logits_case((4, 10))),
         Case("a (2, 3, 7) tensor, dim=-1", logits_case((2, 3, 7))),

@@ -33,8 +33,6 @@ def bigram_perplexity(train: torch.Tensor, test: torch.Tensor, vocab_size: int, 
 
 
 @dataclass(frozen=True)
-
-
 class EvalSet:
     """Held-out (context, next word) pairs. The contexts never contain another pair's next word, so a
     model given all the contexts at once learns nothing about the words it is scored on."""
@@ -53,8 +51,6 @@ class EvalSet:
 
 
 @functools.lru_cache(maxsize=8)
-
-
 def eval_set(hidden: bool, seed: int) -> EvalSet:
     """Fresh text from the true model, scored every MAX_WINDOW + 1 words."""
     corpus = load_corpus()

@@ -7,7 +7,7 @@ from torch import nn
 
 from ... import rnn as lmbook_rnn
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import compare_parts
+from ...grading.compare import OVERFLOW_HINT, compare_parts
 from ..common import TORCH_RNN_NAMES, load_weights
 from ..common import randn as _randn
 from .inputs import f64, tensor_compare
@@ -49,7 +49,7 @@ LSTM_CELL = Check(
     task="lstm_cell",
     what="the LSTM cell, equal to torch.nn.LSTMCell given the same weights",
     reference=_lstm_ref,
-    compare=compare_parts("h", "c"),
+    compare=compare_parts("h", "c", nan_hint=OVERFLOW_HINT),
     cases=[Case("batch 3, input 4, hidden 5", _gated_case(3, 4, 5, 4, lstm=True)),
            Case("batch 2, input 6, hidden 2", _gated_case(2, 6, 2, 4, lstm=True))],
     hidden_cases=[Case("a batch of one", _gated_case(1, 3, 4, 4, lstm=True)),

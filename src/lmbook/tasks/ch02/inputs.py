@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from ...grading.compare import describe_tensor_mismatch
+from ...grading.compare import OVERFLOW_HINT, describe_tensor_mismatch
 
 
 def tensor_compare(rtol: float = 1e-4, atol: float = 1e-5):
-    return lambda out, ref: describe_tensor_mismatch(out, ref, rtol=rtol, atol=atol, dim=None)
+    return lambda out, ref: describe_tensor_mismatch(out, ref, rtol=rtol, atol=atol, dim=None,
+                                                      nan_hint=OVERFLOW_HINT)
 
 
 def f64(make):

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from ... import decoding as lmbook_decoding
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import describe_tensor_mismatch, describe_value
+from ...grading.compare import OVERFLOW_HINT, describe_tensor_mismatch, describe_value, index_of
 
 
 def _nucleus_margin_ok(logits: torch.Tensor, temperature: float, top_k, top_p) -> bool:
@@ -83,7 +83,7 @@ def _filter_compare(out, ref) -> str | None:
             b, v = (int(i) for i in missing[0])
             return (f"token {v} of row {b} was removed, but it belongs to the kept set "
                     f"(probability {float(ref[b, v]):.4g})")
-    return describe_tensor_mismatch(out, ref, rtol=1e-4, atol=1e-6, dim=None)
+    return describe_tensor_mismatch(out, ref, rtol=1e-4, atol=1e-6, dim=None, nan_hint=OVERFLOW_HINT)
 
 
 def _filter_with(temp_after=False, multiply=False, strict_p=False, k_extra=0, renorm=True, p_before_k=False,
@@ -146,7 +146,7 @@ def _sample_compare(out, ref) -> str | None:
                 "(its probability is 0)")
     sd = (n * probs * (1 - probs)).sqrt()
     z = torch.where(sd > 0, (counts - n * probs) / sd.clamp(min=1e-12), (counts - n * probs).abs() * 1e9)
-    b, v = (int(i) for i in torch.unravel_index(z.abs().argmax(), z.shape))
+    b, v = index_of(int(z.abs().argmax()), z.shape)
     if z[b, v].abs() > 5.5:
         return (f"row {b}: token {v} was drawn {int(counts[b, v])} times in {n}; its probability "
                 f"{float(probs[b, v]):.3f} gives about {n * float(probs[b, v]):.0f} ± {float(sd[b, v]):.0f}: "

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from ... import functional as lmbook_functional
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import describe_scalar_mismatch
+from ...grading.compare import OVERFLOW_HINT, describe_scalar_mismatch
 from .toy_decoder import COURSE
 
 
@@ -76,7 +76,7 @@ def _loss_compare(out, ref) -> str | None:
     if isinstance(ref, torch.Tensor | float) and math.isnan(float(ref)) and isinstance(out, torch.Tensor | float) \
             and (not isinstance(out, torch.Tensor) or out.numel() == 1) and math.isnan(float(out)):
         return None
-    return describe_scalar_mismatch(out, float(ref), rtol=1e-4, atol=1e-6)
+    return describe_scalar_mismatch(out, float(ref), rtol=1e-4, atol=1e-6, nan_hint=OVERFLOW_HINT)
 
 
 TEACHER_FORCING_LOSS = Check(

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import compare_parts
+from ...grading.compare import OVERFLOW_HINT, compare_parts
 from ..common import NEG_INF
 from ..common import randn as _randn
 from .inputs import COURSE, COURSE_ATTRS, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, encoder_states, in_dtype, real_mask_of
@@ -79,7 +79,7 @@ ATTEND = Check(
     task="attend",
     what="α = softmax(e) over the real positions (0 at padding), c = Σ_j α_j h_j",
     reference=attend_ref,
-    compare=compare_parts("context", "alpha", rtol=1e-4, atol=1e-6),
+    compare=compare_parts("context", "alpha", rtol=1e-4, atol=1e-6, nan_hint=OVERFLOW_HINT),
     keep_dtype=True,
     cases=[Case("batch 3, lengths (5, 2, 4), large made-up scores at padding",
                 _attend_case(3, 5, 4, lengths=[5, 2, 4])),

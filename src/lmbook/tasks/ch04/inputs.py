@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...grading.compare import describe_tensor_mismatch, describe_value, to_reference
+from ...grading.compare import describe_tensor_mismatch, describe_value, index_of, to_reference
 from ..common import randn as _randn
 from ..common import real_mask
 
@@ -21,7 +21,7 @@ TORCH_BILINEAR = (F.bilinear, nn.Bilinear, torch.bilinear)
 
 
 def _pos(flat_index: int, shape) -> tuple[int, ...]:
-    return tuple(int(i) for i in torch.unravel_index(torch.tensor(flat_index), tuple(shape)))
+    return index_of(flat_index, shape)
 
 
 def scores_compare(out, ref) -> str | None:

@@ -8,13 +8,16 @@ import torch
 import torch.nn.functional as F
 
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import compare_parts
+from ...grading.compare import ATTENTION_NAN_HINT, compare_parts
+from ...grading.reproduce import sized
 from ..common import (
     COURSE,
     COURSE_ATTRS,
     NEG_INF,
     TORCH_ATTENTION,
     TORCH_ATTENTION_ATTRS,
+    fit_lengths,
+    in_dtype,
     made_up_at_padding,
     real_mask,
 )
@@ -25,10 +28,10 @@ def _attention_case(B: int, n: int, d_k: int, d_v: int, causal: bool, lengths=No
                     dtype=torch.float32):
     def make(g, device):
         key_mask = real_mask(B, n, g, lengths)
-        Q = _randn((B, n, d_k), g, device, scale).to(dtype)
-        K = _randn((B, n, d_k), g, device, scale).to(dtype)
+        Q = in_dtype(_randn((B, n, d_k), g, device, scale), dtype)
+        K = in_dtype(_randn((B, n, d_k), g, device, scale), dtype)
         K = made_up_at_padding(K, ~key_mask)
-        Vals = _randn((B, n, d_v), g, device).to(dtype)
+        Vals = in_dtype(_randn((B, n, d_v), g, device), dtype)
         Vals = torch.where(key_mask.to(device).unsqueeze(-1), Vals, Vals + 10.0)
         return ((Q, K, Vals, key_mask.to(device), causal), {})
     return make
@@ -54,11 +57,11 @@ def _attention_ref(Q, K, V, key_mask, causal):
 
 def _attention_with(scale="sqrt", dim=-1, mask_when="before", causal_shift=0, invert_padding=False,
                     invert_causal=False, swap_kv=False, mask_rows=False, naive_exp=False, swap_out=False,
-                    padding=True):
+                    padding=True, transposed=False):
     def fn(Q, K, V, key_mask, causal):
         n, d_k = Q.shape[1], Q.shape[-1]
         keys, values = (V, K) if swap_kv else (K, V)
-        scores = Q @ keys.transpose(1, 2)
+        scores = keys @ Q.transpose(1, 2) if transposed else Q @ keys.transpose(1, 2)
         if scale == "sqrt":
             scores = scores / math.sqrt(d_k)
         elif scale == "d":
@@ -83,12 +86,17 @@ def _attention_with(scale="sqrt", dim=-1, mask_when="before", causal_shift=0, in
     return fn
 
 
+SMALLEST = {"B": 1, "n": 1, "d_k": 1, "d_v": 1}
+
+
 def _attention_cases(hidden: bool) -> list[Case]:
     if not hidden:
-        return [Case("causal, batch 2, lengths (5, 3), d_k=4, d_v=3",
-                     _attention_case(2, 5, 4, 3, True, lengths=[5, 3])),
-                Case("not causal, batch 3, lengths (4, 2, 3), d_k=d_v=6",
-                     _attention_case(3, 4, 6, 6, False, lengths=[4, 2, 3]))]
+        return [sized("causal, batch 2, lengths (5, 3), d_k=4, d_v=3", _attention_case, B=2, n=5, d_k=4, d_v=3,
+                      causal=True, lengths=[5, 3], floors=SMALLEST, fit=fit_lengths),
+                sized("not causal, batch 3, lengths (4, 2, 3), d_k=d_v=6", _attention_case, B=3, n=4, d_k=6, d_v=6,
+                      causal=False, lengths=[4, 2, 3], floors=SMALLEST, fit=fit_lengths),
+                sized("float64 inputs, causal, batch 2, lengths (4, 2), d_k=3, d_v=2", _attention_case, B=2, n=4, d_k=3,
+                      d_v=2, causal=True, lengths=[4, 2], dtype=torch.float64, floors=SMALLEST, fit=fit_lengths)]
     return [Case("a batch of one without padding, causal", _attention_case(1, 6, 5, 5, True, lengths=[6])),
             Case("length 1 (one token per sequence), causal", _attention_case(3, 1, 4, 2, True, lengths=[1, 1, 1])),
             Case("all but one token padded, not causal", _attention_case(2, 6, 4, 4, False, lengths=[1, 6])),
@@ -105,7 +113,8 @@ MASKED_ATTENTION = Check(
     task="masked_attention",
     what="Y = softmax(Q Kᵀ / sqrt(d_k), with -inf where key j is padding or, if causal, j > i) V, and the weights",
     reference=_attention_ref,
-    compare=compare_parts("output", "weights", rtol=1e-4, atol=1e-5, order=(1, 0)),
+    compare=compare_parts("output", "weights", rtol=1e-4, atol=1e-5, order=(1, 0), tuple_only=True,
+                          nan_hint=ATTENTION_NAN_HINT),
     cases=_attention_cases(hidden=False),
     hidden_cases=_attention_cases(hidden=True),
     mutants=[
@@ -133,6 +142,9 @@ MASKED_ATTENTION = Check(
                                                 "use torch.softmax (it subtracts each row's maximum)"),
         Mutant(_attention_with(swap_out=True), "returned (weights, output): return the output first, "
                                                "(output, weights)"),
+        Mutant(_attention_with(transposed=True), "computed the scores as K Qᵀ (key j's row, query i's column): "
+                                                 "E = Q Kᵀ, so that row i holds query i's scores against every "
+                                                 "key and the softmax runs along the row"),
     ],
     forbidden=TORCH_ATTENTION,
     forbidden_attrs=(*COURSE_ATTRS, *TORCH_ATTENTION_ATTRS),

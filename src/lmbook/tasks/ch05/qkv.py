@@ -10,16 +10,18 @@ from torch import nn
 
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import compare_parts
-from ..common import COURSE, COURSE_ATTRS, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS
+from ...grading.reproduce import sized
+from ..common import COURSE, COURSE_ATTRS, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, in_dtype
 from ..common import randn as _randn
 
 
 def _qkv_case(B: int, n: int, d: int, d_k: int, d_v: int, scale: float = 1.0, dtype=torch.float32):
     def make(g, device):
-        X = _randn((B, n, d), g, device, scale).to(dtype)
+        X = in_dtype(_randn((B, n, d), g, device, scale), dtype)
         ws = []
         for d_out in (d_k, d_k, d_v):
-            ws += [_randn((d_out, d), g, device, 1 / math.sqrt(d)).to(dtype), _randn((d_out,), g, device).to(dtype)]
+            ws += [in_dtype(_randn((d_out, d), g, device, 1 / math.sqrt(d)), dtype),
+                   in_dtype(_randn((d_out,), g, device), dtype)]
         return ((X, *ws), {})
     return make
 
@@ -43,10 +45,16 @@ def _qkv_with(transpose=True, bias=True, swap_kv=False, one_matrix=None, prescal
     return fn
 
 
+SMALLEST = {"B": 1, "n": 1, "d": 1, "d_k": 1, "d_v": 1}
+
+
 def _qkv_cases(hidden: bool) -> list[Case]:
     if not hidden:
-        return [Case("batch 2, n=4, d=6, d_k=3, d_v=5", _qkv_case(2, 4, 6, 3, 5)),
-                Case("batch 1, n=3, d=d_k=d_v=4 (square weights)", _qkv_case(1, 3, 4, 4, 4))]
+        return [sized("batch 2, n=4, d=6, d_k=3, d_v=5", _qkv_case, B=2, n=4, d=6, d_k=3, d_v=5, floors=SMALLEST),
+                sized("batch 1, n=3, d=d_k=d_v=4 (square weights)", _qkv_case, B=1, n=3, d=4, d_k=4, d_v=4,
+                      floors=SMALLEST),
+                sized("float64 inputs, batch 2, n=3, d=4, d_k=2, d_v=3", _qkv_case, B=2, n=3, d=4, d_k=2, d_v=3,
+                      dtype=torch.float64, floors=SMALLEST)]
     return [Case("a batch of one, length one, d=5, d_k=2, d_v=3", _qkv_case(1, 1, 5, 2, 3)),
             Case("square weights, d=d_k=d_v=8", _qkv_case(3, 6, 8, 8, 8)),
             Case("d_k = d_v, d=4, d_k=d_v=7", _qkv_case(2, 5, 4, 7, 7)),
@@ -59,7 +67,7 @@ QKV = Check(
     task="qkv_projections",
     what="Q = X W_qᵀ + b_q, K = X W_kᵀ + b_k, V = X W_vᵀ + b_v, with W as nn.Linear stores it (d_out, d)",
     reference=_qkv_ref,
-    compare=compare_parts("Q", "K", "V", rtol=1e-4, atol=1e-4),
+    compare=compare_parts("Q", "K", "V", rtol=1e-4, atol=1e-4, tuple_only=True),
     cases=_qkv_cases(hidden=False),
     hidden_cases=_qkv_cases(hidden=True),
     mutants=[

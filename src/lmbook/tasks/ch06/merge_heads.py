@@ -5,13 +5,15 @@ from __future__ import annotations
 import torch
 
 from ...grading.checks import Case, Check, Mutant
+from ...grading.reproduce import sized
+from ..common import in_dtype
 from ..common import randn as _randn
 from .shared import FORBIDDEN, exact_compare
 
 
 def _merge_case(B: int, h: int, n: int, d_head: int, dtype=torch.float32):
     def make(g, device):
-        return ((_randn((B, h, n, d_head), g, device).to(dtype),), {})
+        return ((in_dtype(_randn((B, h, n, d_head), g, device), dtype),), {})
     return make
 
 
@@ -35,10 +37,15 @@ def _merge_with(mistake: str):
     return fn
 
 
+SMALLEST = {"B": 1, "h": 1, "n": 1, "d_head": 1}
+
+
 def _merge_cases(hidden: bool) -> list[Case]:
     if not hidden:
-        return [Case("batch 2, n_head=2, n=5, d_head=3", _merge_case(2, 2, 5, 3)),
-                Case("batch 3, n_head=3, n=4, d_head=4", _merge_case(3, 3, 4, 4))]
+        return [sized("batch 2, n_head=2, n=5, d_head=3", _merge_case, B=2, h=2, n=5, d_head=3, floors=SMALLEST),
+                sized("batch 3, n_head=3, n=4, d_head=4", _merge_case, B=3, h=3, n=4, d_head=4, floors=SMALLEST),
+                sized("float64 inputs, batch 2, n_head=2, n=3, d_head=2", _merge_case, B=2, h=2, n=3, d_head=2,
+                      dtype=torch.float64, floors=SMALLEST)]
     return [Case("a batch of one, n_head=4, n=7, d_head=2", _merge_case(1, 4, 7, 2)),
             Case("length 1, n_head=3, d_head=2", _merge_case(3, 3, 1, 2)),
             Case("n_head = 1", _merge_case(2, 1, 5, 8)),

@@ -8,9 +8,10 @@ import torch
 import torch.nn.functional as F
 
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import compare_parts
+from ...grading.compare import ATTENTION_NAN_HINT, compare_parts
+from ...grading.reproduce import sized
 from ..blocks import attention_params
-from ..common import NEG_INF, made_up_at_padding, padding_mask
+from ..common import NEG_INF, fit_lengths, in_dtype, made_up_at_padding, padding_mask
 from ..common import randn as _randn
 from .shared import FORBIDDEN
 
@@ -27,7 +28,7 @@ def _mha_case(B: int, n_q: int, n_k: int, d: int, n_head: int, causal: bool, len
         values = keys if kind != "kqv" else torch.where(pad.to(device).unsqueeze(-1), 10.0,
                                                         _randn((B, n_k, d), g, device, scale))
         weights = attention_params(g, device, d).values()  # in_proj weight and bias, out_proj weight and bias
-        tensors = [t.to(dtype) for t in (query, keys, values, *weights)]
+        tensors = [in_dtype(t, dtype) for t in (query, keys, values, *weights)]
         return ((*tensors, n_head, pad.to(device), causal), {})
     return make
 
@@ -94,12 +95,30 @@ def _mha_with(scale="d_head", split="right", merge="right", padding="right", swa
     return fn
 
 
+def _mha_sized(B: int, n_q: int, n_k: int, n_head: int, d_head: int, causal: bool, lengths=None, kind="self",
+               dtype=torch.float32):
+    return _mha_case(B, n_q, n_k, n_head * d_head, n_head, causal, lengths, kind, dtype=dtype)
+
+
+SMALLEST = {"B": 1, "n_q": 1, "n_k": 1, "n_head": 1, "d_head": 1}
+
+
+def _fit(p: dict) -> dict | None:
+    if p.get("kind", "self") == "self":  # self-attention: the queries are the keys
+        p["n_q"] = p["n_k"] = min(p["n_q"], p["n_k"])
+    return fit_lengths(p, size="n_k")
+
+
 def _mha_cases(hidden: bool) -> list[Case]:
     if not hidden:
-        return [Case("self-attention, causal, batch 2, n=5, lengths (5, 3), d=6, n_head=2",
-                     _mha_case(2, 5, 5, 6, 2, True, lengths=[5, 3])),
-                Case("cross-attention, not causal, batch 2, n_q=3, n_k=5, lengths (4, 5), d=8, n_head=4",
-                     _mha_case(2, 3, 5, 8, 4, False, lengths=[4, 5], kind="cross"))]
+        return [sized("self-attention, causal, batch 2, n=5, lengths (5, 3), d=6, n_head=2", _mha_sized, B=2, n_q=5,
+                      n_k=5, n_head=2, d_head=3, causal=True, lengths=[5, 3], floors=SMALLEST, fit=_fit),
+                sized("cross-attention, not causal, batch 2, n_q=3, n_k=5, lengths (4, 5), d=8, n_head=4", _mha_sized,
+                      B=2, n_q=3, n_k=5, n_head=4, d_head=2, causal=False, lengths=[4, 5], kind="cross",
+                      floors=SMALLEST, fit=_fit),
+                sized("float64 inputs, self-attention, causal, batch 2, n=4, lengths (4, 2), d=4, n_head=2", _mha_sized,
+                      B=2, n_q=4, n_k=4, n_head=2, d_head=2, causal=True, lengths=[4, 2], dtype=torch.float64,
+                      floors=SMALLEST, fit=_fit)]
     return [Case("a batch of one without padding, self-attention, causal",
                  _mha_case(1, 6, 6, 8, 2, True, lengths=[6])),
             Case("length 1 (one token per sequence), causal", _mha_case(3, 1, 1, 6, 3, True, lengths=[1, 1, 1])),
@@ -114,7 +133,9 @@ def _mha_cases(hidden: bool) -> list[Case]:
             Case("n_head = d (heads of size 1), causal", _mha_case(2, 5, 5, 4, 4, True)),
             Case("key and value different tensors, n_q=3, n_k=7, not causal",
                  _mha_case(2, 3, 7, 8, 2, False, kind="kqv")),
-            Case("batch 5, random lengths up to 9, d=16, n_head=4, causal", _mha_case(5, 9, 9, 16, 4, True))]
+            Case("batch 5, random lengths up to 9, d=16, n_head=4, causal", _mha_case(5, 9, 9, 16, 4, True)),
+            Case("a batch of one with one head and one query (cross-attention, n_q=1, n_k=4)",
+                 _mha_case(1, 1, 4, 4, 1, False, kind="cross"))]
 
 
 MULTIHEAD_ATTENTION = Check(
@@ -122,7 +143,8 @@ MULTIHEAD_ATTENTION = Check(
     what="torch.nn.MultiheadAttention(d, n_head, batch_first=True) with these weights: the output and the "
          "per-head weights",
     reference=_mha_ref,
-    compare=compare_parts("output", "weights", rtol=1e-4, atol=1e-5, order=(1, 0)),
+    compare=compare_parts("output", "weights", rtol=1e-4, atol=1e-5, order=(1, 0), tuple_only=True,
+                          nan_hint=ATTENTION_NAN_HINT),
     cases=_mha_cases(hidden=False),
     hidden_cases=_mha_cases(hidden=True),
     mutants=[

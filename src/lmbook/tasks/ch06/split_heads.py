@@ -5,13 +5,15 @@ from __future__ import annotations
 import torch
 
 from ...grading.checks import Case, Check, Mutant
+from ...grading.reproduce import sized
+from ..common import in_dtype
 from ..common import randn as _randn
 from .shared import FORBIDDEN, exact_compare
 
 
 def _split_case(B: int, n: int, d: int, n_head: int, dtype=torch.float32):
     def make(g, device):
-        return ((_randn((B, n, d), g, device).to(dtype), n_head), {})
+        return ((in_dtype(_randn((B, n, d), g, device), dtype), n_head), {})
     return make
 
 
@@ -36,10 +38,19 @@ def _split_with(mistake: str):
     return fn
 
 
+def _split_sized(B: int, n: int, n_head: int, d_head: int, dtype=torch.float32):
+    return _split_case(B, n, n_head * d_head, n_head, dtype)
+
+
+SMALLEST = {"B": 1, "n": 1, "n_head": 1, "d_head": 1}
+
+
 def _split_cases(hidden: bool) -> list[Case]:
     if not hidden:
-        return [Case("batch 2, n=5, d=6, n_head=2", _split_case(2, 5, 6, 2)),
-                Case("batch 3, n=4, d=12, n_head=3", _split_case(3, 4, 12, 3))]
+        return [sized("batch 2, n=5, d=6, n_head=2", _split_sized, B=2, n=5, n_head=2, d_head=3, floors=SMALLEST),
+                sized("batch 3, n=4, d=12, n_head=3", _split_sized, B=3, n=4, n_head=3, d_head=4, floors=SMALLEST),
+                sized("float64 inputs, batch 2, n=3, d=6, n_head=3", _split_sized, B=2, n=3, n_head=3, d_head=2,
+                      dtype=torch.float64, floors=SMALLEST)]
     return [Case("a batch of one, n=7, d=8, n_head=4", _split_case(1, 7, 8, 4)),
             Case("length 1, d=6, n_head=3", _split_case(3, 1, 6, 3)),
             Case("n_head = 1 (one head of size d)", _split_case(2, 5, 8, 1)),

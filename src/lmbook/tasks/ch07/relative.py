@@ -6,15 +6,26 @@ import torch
 
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
+from ...grading.reproduce import sized
+from ..common import in_dtype
 from ..common import randn as _randn
 from .shared import FORBIDDEN
 
 
 def _rel_case(max_distance: int, n_head: int, n_q: int, n_k: int | None = None, dtype=torch.float32):
     def make(g, device):
-        table = _randn((2 * max_distance + 1, n_head), g, device).to(dtype)
+        # a learned parameter: it tracks gradients, and the answer must pass them on
+        table = in_dtype(_randn((2 * max_distance + 1, n_head), g, device), dtype).requires_grad_(True)
         return ((table, n_q, n_q if n_k is None else n_k), {})
     return make
+
+
+def _fit(p: dict) -> dict:
+    p["n_k"] = max(p["n_k"], p["n_q"])  # the queries are the newest n_q of the n_k positions
+    return p
+
+
+SHRINK = dict(floors={"max_distance": 0, "n_head": 1, "n_q": 1, "n_k": 1}, fit=_fit)
 
 
 def _rel_ref(table, n_q, n_k):
@@ -56,9 +67,11 @@ RELATIVE = Check(
          "i' = i + n_k − n_q",
     reference=_rel_ref,
     compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=0.0, atol=0.0, dim=None),
-    cases=[Case("D=3, 2 heads, n=5", _rel_case(3, 2, 5)),
-           Case("D=2, 3 heads, n_q=3 queries after n_k=6 keys (offsets beyond ±D are clipped)",
-                _rel_case(2, 3, 3, 6))],
+    cases=[sized("D=3, 2 heads, n=5", _rel_case, max_distance=3, n_head=2, n_q=5, n_k=5, **SHRINK),
+           sized("D=2, 3 heads, n_q=3 queries after n_k=6 keys (offsets beyond ±D are clipped)", _rel_case,
+                 max_distance=2, n_head=3, n_q=3, n_k=6, **SHRINK),
+           sized("float64 table, D=1, 2 heads, n_q=2, n_k=4", _rel_case, max_distance=1, n_head=2, n_q=2, n_k=4,
+                 dtype=torch.float64, **SHRINK)],
     hidden_cases=[Case("a single position, D=2, 2 heads", _rel_case(2, 2, 1)),
                   Case("one head, D=4, n=7", _rel_case(4, 1, 7)),
                   Case("D=0 (one bias for every offset), 2 heads, n=4", _rel_case(0, 2, 4)),
@@ -80,5 +93,6 @@ RELATIVE = Check(
                                               "the newest tokens, at positions n_k − n_q … n_k − 1"),
     ],
     keep_dtype=True,
+    needs_grad=True,
     **FORBIDDEN,
 )

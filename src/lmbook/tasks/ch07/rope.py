@@ -6,17 +6,31 @@ import torch
 
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
+from ...grading.reproduce import sized
+from ..common import in_dtype
 from ..common import randn as _randn
 from .shared import BASE, FORBIDDEN, theta_of
 
 
 def _rope_case(shape: tuple[int, ...], positions=None, dtype=torch.float32, start: int = 0):
     def make(g, device):
-        x = _randn(shape, g, device).to(dtype)
+        x = in_dtype(_randn(shape, g, device), dtype)
         T = shape[-2]
         pos = torch.arange(start, start + T) if positions is None else torch.tensor(positions)
         return ((x, pos.to(device)), {})
     return make
+
+
+def _rope_sized(B: int, h: int, T: int, d: int, start: int = 0, dtype=torch.float32):
+    return _rope_case((B, h, T, d), dtype=dtype, start=start)
+
+
+def _even(p: dict) -> dict:
+    p["d"] += p["d"] % 2  # d is even: pairs of dimensions
+    return p
+
+
+SHRINK = dict(floors={"B": 1, "h": 1, "T": 1, "d": 2}, fit=_even)
 
 
 def _rope_ref(x, positions):
@@ -59,8 +73,10 @@ ROPE = Check(
     what="each pair (x_2i, x_2i+1) of the vector at position p turned by the angle p θ_i, θ_i = 10000^(-2i/d)",
     reference=_rope_ref,
     compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=1e-4, atol=2e-4, dim=None),
-    cases=[Case("(batch 1, 2 heads, T=5, d=4), positions 0 … 4", _rope_case((1, 2, 5, 4))),
-           Case("(batch 2, 3 heads, T=6, d=8), positions 3 … 8", _rope_case((2, 3, 6, 8), start=3))],
+    cases=[sized("(batch 1, 2 heads, T=5, d=4), positions 0 … 4", _rope_sized, B=1, h=2, T=5, d=4, **SHRINK),
+           sized("(batch 2, 3 heads, T=6, d=8), positions 3 … 8", _rope_sized, B=2, h=3, T=6, d=8, start=3, **SHRINK),
+           sized("float64 inputs, (batch 1, 2 heads, T=3, d=4), positions 2 … 4", _rope_sized, B=1, h=2, T=3, d=4,
+                 start=2, dtype=torch.float64, **SHRINK)],
     hidden_cases=[Case("a single position (T=1), positions [0]", _rope_case((2, 2, 1, 6))),
                   Case("one position that is not 0 (the newest token of a cache), positions [9]",
                        _rope_case((1, 2, 1, 8), start=9)),

@@ -7,7 +7,8 @@ import math
 import torch
 
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import describe_tensor_mismatch
+from ...grading.compare import describe_tensor_mismatch, to_reference
+from ...grading.reproduce import sized
 from .shared import BASE, FORBIDDEN, theta_of
 
 
@@ -51,7 +52,35 @@ def _sin_with(mistake: str):
 
 def _sin_compare(out, ref):
     # float32 angles are accurate to about 1e-4 for the positions tested (< 1100)
-    return describe_tensor_mismatch(out, ref, rtol=0.0, atol=2e-4, dim=None)
+    problem = describe_tensor_mismatch(out, ref, rtol=0.0, atol=2e-4, dim=None)
+    if problem is None or not isinstance(out, torch.Tensor) or out.shape != ref.shape or not out.is_floating_point():
+        return problem
+    return problem + _frequencies(to_reference(out), ref)
+
+
+def _frequencies(out: torch.Tensor, ref: torch.Tensor) -> str:
+    """Where the rows are sines and cosines of some angle, the pair whose angle per position is wrong, and what
+    it is: the values of row 1 (position 1) are sin and cos of that angle."""
+    n_pos, d = ref.shape
+    if n_pos < 2 or d % 2 or not torch.isfinite(out).all():
+        return ""
+    if not torch.allclose(out[0], ref[0], atol=2e-4):
+        return "; row 0 is position 0: sin(0) = 0 at the even dimensions, cos(0) = 1 at the odd ones"
+    pairs = out.reshape(n_pos, d // 2, 2)
+    if not torch.allclose(pairs.pow(2).sum(-1), torch.ones(n_pos, d // 2, dtype=out.dtype), atol=1e-3):
+        return ""  # not (sin, cos) pairs of one angle: nothing more to say
+    for i in range(d // 2):
+        turn = math.atan2(float(pairs[1, i, 0]), float(pairs[1, i, 1]))
+        want = theta_of(i, d)
+        if abs(turn - want) > 1e-3:
+            return (f"; pair {i} (dimensions {2 * i} and {2 * i + 1}) turns by {turn:.6g} radians per position (row 1 "
+                    f"holds the sin and cos of {turn:.6g}), expected θ_{i} = 10000^(-2·{i}/{d}) = {want:.6g}")
+    return ""
+
+
+def _even(p: dict) -> dict:
+    p["d"] += p["d"] % 2  # d is even: pairs of dimensions
+    return p
 
 
 SINUSOIDAL = Check(
@@ -59,7 +88,8 @@ SINUSOIDAL = Check(
     what="PE(p)[2i] = sin(p θ_i), PE(p)[2i+1] = cos(p θ_i), θ_i = 10000^(-2i/d): an (n_pos, d) float tensor",
     reference=_sin_ref,
     compare=_sin_compare,
-    cases=[Case("n_pos=6, d=4", _sin_case(6, 4)), Case("n_pos=10, d=8", _sin_case(10, 8))],
+    cases=[sized("n_pos=6, d=4", _sin_case, n_pos=6, d=4, floors={"n_pos": 1, "d": 2}, fit=_even),
+           sized("n_pos=10, d=8", _sin_case, n_pos=10, d=8, floors={"n_pos": 1, "d": 2}, fit=_even)],
     hidden_cases=[Case("one position (p = 0 only)", _sin_case(1, 6)),
                   Case("d = 2 (one pair)", _sin_case(7, 2)),
                   Case("n_pos=50, d=16", _sin_case(50, 16)),

@@ -8,7 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from ...grading.checks import Mutant
+from ...grading.reproduce import sized
 from ..blocks import mha
+from ..common import fit_lengths
 
 
 def attend(query, kv, p: dict, name: str, n_head: int, pad, causal: bool, scale: str = "d_head"):
@@ -23,10 +25,22 @@ def attend(query, kv, p: dict, name: str, n_head: int, pad, causal: bool, scale:
     return mha(query, kv, p, f"{name}.", n_head, blocked, math.sqrt(d) if scale == "d" else None)
 
 
-def norm_of(p: dict, i: int):
+def norm_of(p: dict, i: int, eps: float = 1e-5):
     def ln(x):
-        return F.layer_norm(x, (x.shape[-1],), p[f"norm{i}.weight"], p[f"norm{i}.bias"], 1e-5)
+        return F.layer_norm(x, (x.shape[-1],), p[f"norm{i}.weight"], p[f"norm{i}.bias"], eps)
     return ln
+
+
+EPS_MISTAKE = ("used another ε in the LayerNorms (1e-6, or BERT's 1e-12): this block's are torch's default, "
+               "ε = 1e-5, which matters when the activations are small")
+
+
+def sized_block(name: str, build, **params):
+    """A block's case with its smaller versions (d = n_head · d_head; the lengths follow the batch)."""
+    def fit(p: dict) -> dict:
+        return fit_lengths(p, size="S")
+    return sized(name, build, floors={k: 1 for k in ("B", "T", "S", "n_head", "d_head", "d_ff") if k in params},
+                 fit=fit, **params)
 
 
 def ffn_of(p: dict, activation: str = "relu", relu_after: bool = False):

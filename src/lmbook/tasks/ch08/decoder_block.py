@@ -9,22 +9,23 @@ from ... import transformer as _course_transformer
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
 from ..blocks import block_params
-from ..common import TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, load_weights, made_up_at_padding, padding_mask
+from ..common import TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, in_dtype, load_weights, made_up_at_padding, padding_mask
 from ..common import randn as _randn
-from .blocks import attend, ffn_of, is_pre_ln, norm_of, order_mutants, sublayer
+from .blocks import EPS_MISTAKE, attend, ffn_of, is_pre_ln, norm_of, order_mutants, sized_block, sublayer
 from .shared import ATTRS, MODULES
 
 _T = _course_transformer
 
 
 def _dec_case(B: int, T: int, S: int, d: int, n_head: int, d_ff: int, norm_first: bool, lengths=None,
-              scale: float = 1.0, dtype=torch.float32):
+              scale: float = 1.0, dtype=torch.float32, weights: float = 1.0):
     def make(g, device):
         pad = padding_mask(B, S, g, lengths)
         y = _randn((B, T, d), g, device, scale)
         memory = made_up_at_padding(_randn((B, S, d), g, device, scale), pad)
-        params = block_params(g, device, d, d_ff, ("self_attn", "multihead_attn"), 3)
-        return ((y.to(dtype), memory.to(dtype), pad.to(device), {k: v.to(dtype) for k, v in params.items()}, n_head,
+        params = block_params(g, device, d, d_ff, ("self_attn", "multihead_attn"), 3, weights)
+        return ((in_dtype(y, dtype), in_dtype(memory, dtype), pad.to(device),
+                 {k: in_dtype(v, dtype) for k, v in params.items()}, n_head,
                  norm_first), {})
     return make
 
@@ -42,11 +43,11 @@ def _dec_ref(y, memory, memory_key_padding_mask, params, n_head, norm_first):
 
 def _dec_with(order="right", wiring="right", padding="right", activation="relu", relu_after=False, scale="d_head",
               norms=(1, 2, 3), self_causal=True, cross_causal=False, cross="right", cross_weights="multihead_attn",
-              norm_memory=False):
+              norm_memory=False, eps=1e-5):
     def fn(y, memory, memory_key_padding_mask, params, n_head, norm_first):
         pre = is_pre_ln(norm_first, order)
         pad = {"right": memory_key_padding_mask, "inverted": ~memory_key_padding_mask, "none": None}[padding]
-        n1, n2, n3 = (norm_of(params, i) for i in norms)
+        n1, n2, n3 = (norm_of(params, i, eps) for i in norms)
 
         def self_attention(h):
             return attend(h, h, params, "self_attn", n_head, None, self_causal, scale)
@@ -67,10 +68,16 @@ def _dec_with(order="right", wiring="right", padding="right", activation="relu",
 
 def _dec_cases(hidden: bool) -> list[Case]:
     if not hidden:
-        return [Case("post-LN (norm_first=False), batch 2, target T=4, source S=6 with lengths (6, 4), d=8, "
-                     "n_head=2, d_ff=16", _dec_case(2, 4, 6, 8, 2, 16, False, lengths=[6, 4])),
-                Case("pre-LN (norm_first=True), batch 2, T=5, S=5 with lengths (5, 3), d=8, n_head=4, d_ff=12",
-                     _dec_case(2, 5, 5, 8, 4, 12, True, lengths=[5, 3]))]
+        return [sized_block("post-LN (norm_first=False), batch 2, target T=4, source S=6 with lengths (6, 4), d=8, "
+                            "n_head=2, d_ff=16", _dec_sized, B=2, T=4, S=6, n_head=2, d_head=4, d_ff=16,
+                            norm_first=False, lengths=[6, 4]),
+                sized_block("pre-LN (norm_first=True), batch 2, T=5, S=5 with lengths (5, 3), d=8, n_head=4, d_ff=12",
+                            _dec_sized, B=2, T=5, S=5, n_head=4, d_head=2, d_ff=12, norm_first=True, lengths=[5, 3]),
+                sized_block("small activations (inputs of std 0.01, weights 100 times smaller), pre-LN, batch 2, T=3, "
+                            "S=3, d=4, n_head=2, d_ff=8", _dec_sized, B=2, T=3, S=3, n_head=2, d_head=2, d_ff=8,
+                            norm_first=True, lengths=[3, 2], scale=0.01, weights=0.01),
+                sized_block("float64 inputs, post-LN, batch 2, T=2, S=3, d=4, n_head=2, d_ff=6", _dec_sized, B=2, T=2,
+                            S=3, n_head=2, d_head=2, d_ff=6, norm_first=False, lengths=[3, 1], dtype=torch.float64)]
     return [Case("a batch of one without padding, post-LN, T=5, S=7",
                  _dec_case(1, 5, 7, 8, 2, 16, False, lengths=[7])),
             Case("a target of length 1 (the first step of decoding), pre-LN, S=4",
@@ -87,7 +94,18 @@ def _dec_cases(hidden: bool) -> list[Case]:
             Case("n_head = 1 (one head of size d), pre-LN, T=S=5", _dec_case(2, 5, 5, 6, 1, 12, True)),
             Case("n_head = d (heads of size 1), post-LN, T=3, S=5", _dec_case(2, 3, 5, 4, 4, 8, False)),
             Case("batch 4, random source lengths up to 9, T=7, d=16, n_head=4, d_ff=64, pre-LN",
-                 _dec_case(4, 7, 9, 16, 4, 64, True))]
+                 _dec_case(4, 7, 9, 16, 4, 64, True)),
+            Case("small activations (std 0.01, small weights), post-LN, T=4, S=5",
+                 _dec_case(2, 4, 5, 8, 2, 16, False, scale=0.01, weights=0.01)),
+            Case("small activations (std 0.01, small weights), pre-LN, float64, T=3, S=4",
+                 _dec_case(2, 3, 4, 8, 4, 16, True, scale=0.01, weights=0.01, dtype=torch.float64)),
+            Case("a batch of one with one head, one target token and one source token",
+                 _dec_case(1, 1, 1, 4, 1, 8, True, lengths=[1]))]
+
+
+def _dec_sized(B: int, T: int, S: int, n_head: int, d_head: int, d_ff: int, norm_first: bool, lengths=None, scale=1.0,
+               weights=1.0, dtype=torch.float32):
+    return _dec_case(B, T, S, n_head * d_head, n_head, d_ff, norm_first, lengths, scale, dtype, weights)
 
 
 DECODER_BLOCK = Check(
@@ -124,6 +142,8 @@ DECODER_BLOCK = Check(
                                            "with the cross-attention, norm3 with the feed-forward network"),
         Mutant(_dec_with(norms=(1, 1, 1)), "used norm1 for every sub-layer: each of the three has its own norm, "
                                            "norm1, norm2, norm3"),
+        Mutant(_dec_with(eps=1e-6), EPS_MISTAKE),
+        Mutant(_dec_with(eps=1e-12), EPS_MISTAKE),
     ],
     forbidden=(*TORCH_ATTENTION, _T.EncoderBlock, _T.DecoderBlock, _T.Transformer, _T.FeedForward),
     forbidden_attrs=(*ATTRS, *TORCH_ATTENTION_ATTRS, "EncoderBlock", "DecoderBlock"),

@@ -9,21 +9,30 @@ from ... import transformer as _course_transformer
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch, to_reference
 from ..blocks import block_params
-from ..common import NAN, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, load_weights, made_up_at_padding, padding_mask
+from ..common import (
+    NAN,
+    TORCH_ATTENTION,
+    TORCH_ATTENTION_ATTRS,
+    in_dtype,
+    load_weights,
+    made_up_at_padding,
+    padding_mask,
+)
 from ..common import randn as _randn
-from .blocks import attend, ffn_of, is_pre_ln, norm_of, order_mutants, sublayer
+from .blocks import EPS_MISTAKE, attend, ffn_of, is_pre_ln, norm_of, order_mutants, sized_block, sublayer
 from .shared import ATTRS, MODULES
 
 _T = _course_transformer
 
 
 def _enc_case(B: int, S: int, d: int, n_head: int, d_ff: int, norm_first: bool, lengths=None, scale: float = 1.0,
-              dtype=torch.float32):
+              dtype=torch.float32, weights: float = 1.0):
     def make(g, device):
         pad = padding_mask(B, S, g, lengths)
         x = made_up_at_padding(_randn((B, S, d), g, device, scale), pad)
-        params = block_params(g, device, d, d_ff, ("self_attn",), 2)
-        return ((x.to(dtype), pad.to(device), {k: v.to(dtype) for k, v in params.items()}, n_head, norm_first), {})
+        params = block_params(g, device, d, d_ff, ("self_attn",), 2, weights)
+        return ((in_dtype(x, dtype), pad.to(device), {k: in_dtype(v, dtype) for k, v in params.items()}, n_head,
+                 norm_first), {})
     return make
 
 
@@ -37,11 +46,11 @@ def _enc_ref(x, key_padding_mask, params, n_head, norm_first):
 
 
 def _enc_with(order="right", wiring="right", padding="right", activation="relu", relu_after=False, scale="d_head",
-              norms=(1, 2)):
+              norms=(1, 2), eps=1e-5):
     def fn(x, key_padding_mask, params, n_head, norm_first):
         pre = is_pre_ln(norm_first, order)
         pad = {"right": key_padding_mask, "inverted": ~key_padding_mask, "none": None}[padding]
-        n1, n2 = (norm_of(params, i) for i in norms)
+        n1, n2 = (norm_of(params, i, eps) for i in norms)
         x = sublayer(x, lambda h: attend(h, h, params, "self_attn", n_head, pad, False, scale), n1, pre, wiring)
         x = sublayer(x, ffn_of(params, activation, relu_after), n2, pre, wiring)
         return x.masked_fill(key_padding_mask.unsqueeze(-1), NAN)  # padded positions are not graded
@@ -60,10 +69,15 @@ def _real_positions(out, ref) -> str | None:
 
 def _enc_cases(hidden: bool) -> list[Case]:
     if not hidden:
-        return [Case("post-LN (norm_first=False), batch 2, S=5, lengths (5, 3), d=8, n_head=2, d_ff=16",
-                     _enc_case(2, 5, 8, 2, 16, False, lengths=[5, 3])),
-                Case("pre-LN (norm_first=True), batch 3, S=4, lengths (4, 2, 3), d=8, n_head=4, d_ff=12",
-                     _enc_case(3, 4, 8, 4, 12, True, lengths=[4, 2, 3]))]
+        return [sized_block("post-LN (norm_first=False), batch 2, S=5, lengths (5, 3), d=8, n_head=2, d_ff=16",
+                            _enc_sized, B=2, S=5, n_head=2, d_head=4, d_ff=16, norm_first=False, lengths=[5, 3]),
+                sized_block("pre-LN (norm_first=True), batch 3, S=4, lengths (4, 2, 3), d=8, n_head=4, d_ff=12",
+                            _enc_sized, B=3, S=4, n_head=4, d_head=2, d_ff=12, norm_first=True, lengths=[4, 2, 3]),
+                sized_block("small activations (inputs of std 0.01, weights 100 times smaller), pre-LN, batch 2, S=3, "
+                            "d=4, n_head=2, d_ff=8", _enc_sized, B=2, S=3, n_head=2, d_head=2, d_ff=8,
+                            norm_first=True, lengths=[3, 2], scale=0.01, weights=0.01),
+                sized_block("float64 inputs, post-LN, batch 2, S=3, d=4, n_head=2, d_ff=6", _enc_sized, B=2, S=3,
+                            n_head=2, d_head=2, d_ff=6, norm_first=False, lengths=[3, 1], dtype=torch.float64)]
     return [Case("a batch of one without padding, post-LN", _enc_case(1, 6, 8, 2, 16, False, lengths=[6])),
             Case("length 1 (one token per sequence), pre-LN", _enc_case(3, 1, 6, 2, 12, True, lengths=[1, 1, 1])),
             Case("all but one token padded, post-LN", _enc_case(2, 6, 8, 2, 16, False, lengths=[1, 6])),
@@ -75,7 +89,17 @@ def _enc_cases(hidden: bool) -> list[Case]:
             Case("n_head = 1 (one head of size d), post-LN", _enc_case(2, 5, 6, 1, 12, False)),
             Case("n_head = d (heads of size 1), pre-LN", _enc_case(2, 5, 4, 4, 8, True)),
             Case("batch 5, random lengths up to 9, d=16, n_head=4, d_ff=64, pre-LN",
-                 _enc_case(5, 9, 16, 4, 64, True))]
+                 _enc_case(5, 9, 16, 4, 64, True)),
+            Case("small activations (std 0.01, small weights), post-LN", _enc_case(2, 6, 8, 2, 16, False, scale=0.01,
+                                                                                  weights=0.01)),
+            Case("small activations (std 0.01, small weights), pre-LN, float64",
+                 _enc_case(2, 5, 8, 4, 16, True, scale=0.01, weights=0.01, dtype=torch.float64)),
+            Case("a batch of one with one head and one token", _enc_case(1, 1, 4, 1, 8, True, lengths=[1]))]
+
+
+def _enc_sized(B: int, S: int, n_head: int, d_head: int, d_ff: int, norm_first: bool, lengths=None, scale=1.0,
+               weights=1.0, dtype=torch.float32):
+    return _enc_case(B, S, n_head * d_head, n_head, d_ff, norm_first, lengths, scale, dtype, weights)
 
 
 ENCODER_BLOCK = Check(
@@ -96,6 +120,8 @@ ENCODER_BLOCK = Check(
                                         "feed-forward network's norm2, each with its own gain and bias"),
         Mutant(_enc_with(norms=(2, 1)), "swapped the norms: norm1 goes with the self-attention, norm2 with the "
                                         "feed-forward network"),
+        Mutant(_enc_with(eps=1e-6), EPS_MISTAKE),
+        Mutant(_enc_with(eps=1e-12), EPS_MISTAKE),
     ],
     # lmbook.transformer.LayerNorm is refused by its module: listed here, its name would refuse nn.LayerNorm too,
     # which a block may use (only Task 1 asks for LayerNorm itself)

@@ -10,6 +10,8 @@ import torch.nn.functional as F
 from ... import transformer as _course_transformer
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
+from ...grading.reproduce import sized
+from ..common import in_dtype
 from ..common import randn as _randn
 from .shared import ATTRS, MODULES
 
@@ -24,7 +26,7 @@ def _ffn_case(shape: tuple[int, ...], d_ff: int, scale: float = 1.0, dtype=torch
         b1 = _randn((d_ff,), g, device, 0.5)
         w2 = _randn((d, d_ff), g, device, 1 / math.sqrt(d_ff))
         b2 = _randn((d,), g, device, 0.5)
-        return (tuple(t.to(dtype) for t in (x, w1, b1, w2, b2)), {})
+        return (tuple(in_dtype(t, dtype) for t in (x, w1, b1, w2, b2)), {})
     return make
 
 
@@ -47,10 +49,20 @@ def _ffn_with(mistake: str):
     return fn
 
 
+def _ffn_sized(n: int, d: int, d_ff: int, B: int | None = None, dtype=torch.float32):
+    return _ffn_case((n, d) if B is None else (B, n, d), d_ff, dtype=dtype)  # no B: a 2-d input
+
+
+SHRINK = {"B": 1, "n": 1, "d": 1, "d_ff": 1}
+SHRINK_2D = {"n": 1, "d": 1, "d_ff": 1}
+
+
 def _ffn_cases(hidden: bool) -> list[Case]:
     if not hidden:
-        return [Case("x (2, 5, 8), d_ff=16", _ffn_case((2, 5, 8), 16)),
-                Case("x (3, 6), d_ff = d = 6 (square weights)", _ffn_case((3, 6), 6))]
+        return [sized("x (2, 5, 8), d_ff=16", _ffn_sized, B=2, n=5, d=8, d_ff=16, floors=SHRINK),
+                sized("x (3, 6), d_ff = d = 6 (square weights)", _ffn_sized, n=3, d=6, d_ff=6, floors=SHRINK_2D),
+                sized("float64 inputs, x (2, 3, 4), d_ff=6", _ffn_sized, B=2, n=3, d=4, d_ff=6, dtype=torch.float64,
+                      floors=SHRINK)]
     return [Case("a batch of one, length one, d=4, d_ff=8", _ffn_case((1, 1, 4), 8)),
             Case("a 4-d input (2, 3, 4, 6), d_ff=24", _ffn_case((2, 3, 4, 6), 24)),
             Case("d_ff < d (a bottleneck): d=8, d_ff=3", _ffn_case((2, 4, 8), 3)),

@@ -9,6 +9,8 @@ from torch import nn
 from ... import transformer as _course_transformer
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
+from ...grading.reproduce import sized
+from ..common import in_dtype
 from ..common import randn as _randn
 from .shared import ATTRS, MODULES
 
@@ -33,7 +35,7 @@ def _ln_case(shape: tuple[int, ...], eps: float = 1e-5, scale: float = 1.0, offs
         x = _randn(shape, g, device, scale, offset)
         weight = _randn((d,), g, device, 0.5, 1.0)  # a gain around 1, and a bias: neither is the identity
         bias = _randn((d,), g, device, 0.5)
-        return ((x.to(dtype), weight.to(dtype), bias.to(dtype), eps), {})
+        return ((in_dtype(x, dtype), in_dtype(weight, dtype), in_dtype(bias, dtype), eps), {})
     return make
 
 
@@ -56,6 +58,8 @@ def _ln_with(mistake: str):
             normed = (x - mu) / (var.sqrt() + eps)
         elif mistake == "no_eps":
             normed = (x - mu) / var.sqrt()
+        elif mistake.startswith("fixed_eps"):  # a constant written in, the argument ignored
+            normed = (x - mu) / torch.sqrt(var + float(mistake.split(":")[1]))
         elif mistake == "variance":
             normed = (x - mu) / (var + eps)
         else:
@@ -68,10 +72,23 @@ def _ln_with(mistake: str):
     return fn
 
 
+def _ln_sized(B: int, n: int, d: int, eps: float = 1e-5, scale: float = 1.0, dtype=torch.float32):
+    return _ln_case((B, n, d), eps, scale, dtype=dtype)
+
+
+SHRINK = {"B": 1, "n": 1, "d": 2}
+
+
 def _ln_cases(hidden: bool) -> list[Case]:
     if not hidden:
-        return [Case("x (2, 5, 8), eps=1e-5", _ln_case((2, 5, 8))),
-                Case("x (3, 4, 6), eps=0.1", _ln_case((3, 4, 6), eps=0.1))]
+        return [sized("x (2, 5, 8), eps=1e-5", _ln_sized, B=2, n=5, d=8, floors=SHRINK),
+                sized("x (3, 4, 6), eps=0.1", _ln_sized, B=3, n=4, d=6, eps=0.1, floors=SHRINK),
+                sized("a small spread: x (2, 3, 6) of std 0.01, eps=1e-5 (where ε matters)", _ln_sized, B=2, n=3, d=6,
+                      scale=0.01, floors=SHRINK),
+                sized("float64 inputs, x (2, 3, 4), eps=1e-3", _ln_sized, B=2, n=3, d=4, eps=1e-3, dtype=torch.float64,
+                      floors=SHRINK),
+                Case("d = 1: x (2, 3, 1), one feature per vector (σ² = 0, the output is the bias)",
+                     _ln_case((2, 3, 1)))]
     return [Case("a batch of one, length one: x (1, 1, 8)", _ln_case((1, 1, 8))),
             Case("length one, x (3, 1, 16)", _ln_case((3, 1, 16))),
             Case("a 2-d input (n, d) = (7, 12)", _ln_case((7, 12))),
@@ -106,6 +123,9 @@ LAYER_NORM = Check(
         Mutant(_ln_with("eps_on_std"), "added ε to the standard deviation, (x − μ) / (σ + ε): ε goes inside the "
                                        "square root, (x − μ) / sqrt(σ² + ε)"),
         Mutant(_ln_with("no_eps"), "left out ε: divide by sqrt(σ² + ε)"),
+        *[Mutant(_ln_with(f"fixed_eps:{e}"), "used a fixed ε instead of the eps argument: divide by sqrt(σ² + eps) "
+                                             "with the eps given (1e-5 in the block, 0.1 or 1e-3 in the tests)")
+          for e in (1e-5, 1e-6, 1e-12)],
         Mutant(_ln_with("variance"), "divided by the variance: divide by the standard deviation, sqrt(σ² + ε)"),
         Mutant(_ln_with("no_affine"), "left out the gain and the bias: LN(x) = g ⊙ x̂ + b, with x̂ the normalised "
                                       "vector"),

@@ -10,8 +10,9 @@ import torch.nn.functional as F
 from ... import gpt as _course_gpt
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch, describe_value, to_reference
+from ...grading.reproduce import sized
 from ..blocks import attention_params
-from ..common import NEG_INF, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS
+from ..common import NEG_INF, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, in_dtype
 from ..common import randn as _randn
 from .shared import ATTRS, MODULES
 
@@ -29,8 +30,8 @@ def project_kv(x, params: dict, n_head: int) -> tuple[torch.Tensor, torch.Tensor
 
 
 def _sequence(g, device, B: int, t: int, n_new: int, d: int, n_head: int, scale: float, dtype):
-    x = _randn((B, t + n_new, d), g, device, scale).to(dtype)
-    params = {k: v.to(dtype) for k, v in attention_params(g, device, d).items()}
+    x = in_dtype(_randn((B, t + n_new, d), g, device, scale), dtype)
+    params = {k: in_dtype(v, dtype) for k, v in attention_params(g, device, d).items()}
     return x, params
 
 
@@ -111,7 +112,9 @@ def _cached_with(order="append_first", extend=True, mask="end", where="append", 
 
 
 def _cached_compare(out, ref) -> str | None:
-    if not isinstance(out, tuple | list) or len(out) != 2:
+    if isinstance(out, list) and len(out) == 2:
+        return "returned a list [y_new, cache], expected a tuple (y_new, cache): return y_new, cache"
+    if not isinstance(out, tuple) or len(out) != 2:
         return f"returned {describe_value(out)}, expected a tuple (y_new, cache)"
     y, cache = out
     problem = describe_tensor_mismatch(y, ref[0], rtol=1e-4, atol=1e-4, dim=None)
@@ -134,11 +137,23 @@ def _cached_compare(out, ref) -> str | None:
     return None
 
 
+def _cached_sized(B: int, t: int, n_new: int, n_head: int, d_head: int, dtype=torch.float32):
+    return _cached_case(B, t, n_new, n_head * d_head, n_head, dtype=dtype)
+
+
+SHRINK = {"B": 1, "t": 0, "n_new": 1, "n_head": 1, "d_head": 1}
+
+
 def _cached_cases(hidden: bool) -> list[Case]:
     if not hidden:
-        return [Case("the prompt: no cache, 4 new positions, d=8, n_head=2", _cached_case(2, 0, 4, 8, 2)),
-                Case("one new token after 5 cached positions", _cached_case(2, 5, 1, 8, 2)),
-                Case("3 new tokens after 4 cached positions (causal among the new ones)", _cached_case(2, 4, 3, 8, 4)),
+        return [sized("the prompt: no cache, 4 new positions, d=8, n_head=2", _cached_sized, B=2, t=0, n_new=4,
+                      n_head=2, d_head=4, floors=SHRINK),
+                sized("one new token after 5 cached positions", _cached_sized, B=2, t=5, n_new=1, n_head=2, d_head=4,
+                      floors=SHRINK),
+                sized("3 new tokens after 4 cached positions (causal among the new ones)", _cached_sized, B=2, t=4,
+                      n_new=3, n_head=4, d_head=2, floors=SHRINK),
+                sized("float64 inputs, 2 new tokens after 3 cached positions, d=4, n_head=2", _cached_sized, B=2, t=3,
+                      n_new=2, n_head=2, d_head=2, dtype=torch.float64, floors=SHRINK),
                 *[Case(f"a generation loop over one sequence, step {s}: "
                        + ("the prompt of 3 tokens, no cache" if s == 0 else
                           f"one new token, the cache holding the prompt and {s - 1} generated"),

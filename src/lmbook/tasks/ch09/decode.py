@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_value
+from ...grading.reproduce import sized
 from .encode import EMOJI_TEXT, SPACES_TEXT, encode_ref
 from .shared import BPE_FORBIDDEN, corpus, vocab_of
 from .train_bpe import train_ref
@@ -24,7 +25,7 @@ def _decode_with(how: str):
             return " ".join(p.decode("utf-8", errors="replace") for p in pieces)
         data = b"".join(pieces)
         return {"latin1": lambda: data.decode("latin-1"), "ignore": lambda: data.decode("utf-8", errors="ignore"),
-                "strict": lambda: data.decode("utf-8")}[how]()
+                "sig": lambda: data.decode("utf-8-sig", errors="replace")}[how]()
     return fn
 
 
@@ -39,13 +40,15 @@ def _text_compare(out, ref) -> str | None:
             f"returned {out[i:i + 20]!r}, expected {ref[i:i + 20]!r}{hint}")
 
 
-def _decode_case(n_merges: int, text: str, cut: str = "none"):
+def _decode_case(n_merges: int, text: str, cut: str = "none", chars: int | None = None):
     """The ids of ``text`` under merges learnt on made-up text; ``cut``: "end" drops the last byte of the last
     character (a multi-byte one), "middle" takes single bytes out of the middle of characters, "noise" adds ids
     whose bytes are not UTF-8 on their own."""
+    text = text[:chars]
+
     def make(g, device):
         merges = train_ref(corpus(g, 200, unicode=True), n_merges)
-        if cut == "end":  # the last token replaced by its bytes, the last byte left out
+        if cut == "end" and text:  # the last token replaced by its bytes, the last byte left out
             ids = encode_ref(text, merges)
             ids = ids[:-1] + list(vocab_of(merges)[ids[-1]][:-1])
         elif cut == "split":  # each character's bytes as separate ids, so characters straddle ids
@@ -59,12 +62,21 @@ def _decode_case(n_merges: int, text: str, cut: str = "none"):
     return make
 
 
+BOM_TEXT = "\ufeffhello wörld 🙂\n"
+
+
+def _sized(name: str, n_merges: int, text: str, cut: str = "none") -> Case:
+    return sized(name, _decode_case, n_merges=n_merges, text=text, cut=cut, chars=len(text),
+                 floors={"n_merges": 0, "chars": 1})
+
+
 def _decode_cases(hidden: bool) -> list[Case]:
     if not hidden:
-        return [Case("40 merges, accents, CJK and emoji", _decode_case(40, EMOJI_TEXT)),
-                Case("40 merges, ASCII with whitespace runs", _decode_case(40, SPACES_TEXT)),
-                Case("each byte its own id: characters cut across ids", _decode_case(30, "café 🙂 日本\n", "split")),
-                Case("the last character cut short (its last byte missing)", _decode_case(30, "café 🙂", "end"))]
+        return [_sized("40 merges, accents, CJK and emoji", 40, EMOJI_TEXT),
+                _sized("40 merges, ASCII with whitespace runs", 40, SPACES_TEXT),
+                _sized("each byte its own id: characters cut across ids", 30, "café 🙂 日本\n", "split"),
+                _sized("the last character cut short (its last byte missing)", 30, "café 🙂", "end"),
+                _sized("a text that starts with a byte-order mark (U+FEFF, bytes EF BB BF)", 30, BOM_TEXT)]
     return [Case("fresh: 70 merges, accents, CJK and emoji", _decode_case(70, EMOJI_TEXT)),
             Case("ZWJ emoji and flags", _decode_case(30, "👩‍👩‍👧 👩‍👩‍👧 🇫🇷🇫🇷 🙂🙂🙂 ok\n")),
             Case("whitespace runs, tabs, newlines", _decode_case(60, SPACES_TEXT)),
@@ -73,7 +85,8 @@ def _decode_cases(hidden: bool) -> list[Case]:
             Case("ids whose bytes are not UTF-8 (truncated characters inside): U+FFFD",
                  _decode_case(40, "hello café 東京", "noise")),
             Case("no ids: the empty text", _decode_case(10, "")),
-            Case("no merges", _decode_case(0, "plain bytes é\n"))]
+            Case("no merges", _decode_case(0, "plain bytes é\n")),
+            Case("byte-order marks at the start and inside (U+FEFF)", _decode_case(40, "\ufeff\ufeffa \ufeff b\n"))]
 
 
 DECODE = Check(
@@ -92,8 +105,9 @@ DECODE = Check(
                                        "data.decode('utf-8', errors='replace')"),
         Mutant(_decode_with("ignore"), "dropped the invalid bytes (errors='ignore'): use errors='replace', which "
                                        "shows each invalid sequence as U+FFFD"),
-        Mutant(_decode_with("strict"), "decoded with errors='strict' (the default), which raises on bytes that "
-                                       "are not valid UTF-8 (a character cut short): use errors='replace'"),
+        Mutant(_decode_with("sig"), "dropped the byte-order mark (U+FEFF) at the start ('utf-8-sig' does, and so "
+                                    "does a strip): decode(ids) gives back the text that was encoded, every "
+                                    "character of it; decode with 'utf-8' and leave the text as it is"),
     ],
     **BPE_FORBIDDEN,
 )

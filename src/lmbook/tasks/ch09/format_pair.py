@@ -6,6 +6,7 @@ import torch
 
 from ... import gpt as _course_gpt
 from ...grading.checks import Case, Check, Mutant
+from ...grading.reproduce import sized
 from .shared import ATTRS, MODULES, as_ids
 
 _G = _course_gpt
@@ -32,7 +33,7 @@ def _format_case(len_a: int, len_b: int, specials=(50257, 50258, 50259), V: int 
 
 
 def _format_compare(out, ref) -> str | None:
-    ids = as_ids(out)
+    ids = as_ids(out, "a list of ids")
     if isinstance(ids, str):
         return ids
     if ids == list(ref):
@@ -45,7 +46,8 @@ FORMAT_PAIR = Check(
     what="[start] a [delim] b [extract], one list of ids",
     reference=_format_ref,
     compare=_format_compare,
-    cases=[Case("a of 4 ids, b of 3", _format_case(4, 3)), Case("a of 2 ids, b of 5", _format_case(2, 5))],
+    cases=[sized("a of 4 ids, b of 3", _format_case, len_a=4, len_b=3, floors={"len_a": 1, "len_b": 1}),
+           sized("a of 2 ids, b of 5", _format_case, len_a=2, len_b=5, floors={"len_a": 1, "len_b": 1})],
     hidden_cases=[Case("fresh ids, a of 6, b of 6", _format_case(6, 6)),
                   Case("a and b of one id each", _format_case(1, 1)),
                   Case("special ids inside the vocabulary (0, 1, 2)", _format_case(3, 4, (0, 1, 2), V=10)),

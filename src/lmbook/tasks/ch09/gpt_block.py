@@ -13,8 +13,9 @@ from ... import gpt as _course_gpt
 from ... import transformer as _course_transformer
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
+from ...grading.reproduce import sized
 from ..blocks import block_params, mha
-from ..common import TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, load_weights
+from ..common import TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, in_dtype, load_weights
 from ..common import randn as _randn
 from .shared import ATTRS, MODULES
 
@@ -24,11 +25,12 @@ _T = _course_transformer
 
 
 
-def _block_case(B: int, n: int, d: int, n_head: int, d_ff: int, scale: float = 1.0, dtype=torch.float32):
+def _block_case(B: int, n: int, d: int, n_head: int, d_ff: int, scale: float = 1.0, dtype=torch.float32,
+                weights: float = 1.0):
     def make(g, device):
         x = _randn((B, n, d), g, device, scale)
-        params = block_params(g, device, d, d_ff)
-        return ((x.to(dtype), {k: v.to(dtype) for k, v in params.items()}, n_head), {})
+        params = block_params(g, device, d, d_ff, scale=weights)
+        return ((in_dtype(x, dtype), {k: in_dtype(v, dtype) for k, v in params.items()}, n_head), {})
     return make
 
 
@@ -44,7 +46,7 @@ def _block_ref(x, params, n_head):
 
 
 
-def _block_with(gelu="tanh", mask="causal", order="pre", residual="x", scale="d_head", norms=(1, 2)):
+def _block_with(gelu="tanh", mask="causal", order="pre", residual="x", scale="d_head", norms=(1, 2), eps=1e-5):
     def fn(x, params, n_head):
         p, n, d = params, x.shape[1], x.shape[-1]
         blocked = {"causal": torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1),
@@ -52,7 +54,7 @@ def _block_with(gelu="tanh", mask="causal", order="pre", residual="x", scale="d_
                    "none": None}[mask]
 
         def ln(h, i):
-            return F.layer_norm(h, (d,), p[f"norm{i}.weight"], p[f"norm{i}.bias"], 1e-5)
+            return F.layer_norm(h, (d,), p[f"norm{i}.weight"], p[f"norm{i}.bias"], eps)
 
         def attn(h):
             return mha(h, h, p, "self_attn.", n_head, blocked, math.sqrt(d) if scale == "d" else None)
@@ -75,8 +77,15 @@ def _block_with(gelu="tanh", mask="causal", order="pre", residual="x", scale="d_
 
 def _block_cases(hidden: bool) -> list[Case]:
     if not hidden:
-        return [Case("batch 2, n=5, d=8, n_head=2, d_ff=32", _block_case(2, 5, 8, 2, 32)),
-                Case("batch 1, n=6, d=12, n_head=3, d_ff=48", _block_case(1, 6, 12, 3, 48))]
+        return [sized("batch 2, n=5, d=8, n_head=2, d_ff=32", _block_sized, B=2, n=5, n_head=2, d_head=4, d_ff=32,
+                      floors=SHRINK),
+                sized("batch 1, n=6, d=12, n_head=3, d_ff=48", _block_sized, B=1, n=6, n_head=3, d_head=4, d_ff=48,
+                      floors=SHRINK),
+                sized("small activations (inputs of std 0.01, weights 100 times smaller), batch 2, n=3, d=4, "
+                      "n_head=2, d_ff=8", _block_sized, B=2, n=3, n_head=2, d_head=2, d_ff=8, scale=0.01,
+                      weights=0.01, floors=SHRINK),
+                sized("float64 inputs, batch 2, n=3, d=4, n_head=2, d_ff=8", _block_sized, B=2, n=3, n_head=2,
+                      d_head=2, d_ff=8, dtype=torch.float64, floors=SHRINK)]
     return [Case("a batch of one, length one, d=8, n_head=2", _block_case(1, 1, 8, 2, 32)),
             Case("length 2, batch 3", _block_case(3, 2, 8, 4, 16)),
             Case("n_head = 1 (one head of size d)", _block_case(2, 5, 6, 1, 24)),
@@ -84,7 +93,20 @@ def _block_cases(hidden: bool) -> list[Case]:
             Case("d_ff < d", _block_case(2, 5, 8, 2, 4)),
             Case("large inputs (std 30)", _block_case(2, 5, 8, 2, 32, scale=30.0)),
             Case("float64 inputs, d=12, n_head=3", _block_case(2, 7, 12, 3, 48, dtype=torch.float64)),
-            Case("batch 4, n=16, d=16, n_head=4, d_ff=64", _block_case(4, 16, 16, 4, 64))]
+            Case("batch 4, n=16, d=16, n_head=4, d_ff=64", _block_case(4, 16, 16, 4, 64)),
+            Case("small activations (std 0.01, small weights), d=8, n_head=2",
+                 _block_case(2, 5, 8, 2, 32, scale=0.01, weights=0.01)),
+            Case("small activations, float64, d=8, n_head=4",
+                 _block_case(2, 4, 8, 4, 16, scale=0.01, weights=0.01, dtype=torch.float64)),
+            Case("a batch of one with one head", _block_case(1, 3, 4, 1, 8))]
+
+
+def _block_sized(B: int, n: int, n_head: int, d_head: int, d_ff: int, scale: float = 1.0, weights: float = 1.0,
+                 dtype=torch.float32):
+    return _block_case(B, n, n_head * d_head, n_head, d_ff, scale, dtype, weights)
+
+
+SHRINK = {"B": 1, "n": 1, "n_head": 1, "d_head": 1, "d_ff": 1}
 
 
 GPT_BLOCK = Check(
@@ -113,6 +135,8 @@ GPT_BLOCK = Check(
                                        "divided by sqrt(d_head), d_head = d / n_head"),
         Mutant(_block_with(norms=(2, 1)), "swapped the norms: norm1 goes before the attention, norm2 before the "
                                           "MLP"),
+        *[Mutant(_block_with(eps=e), "used another ε in the LayerNorms (1e-6, or BERT's 1e-12): GPT-2's is 1e-5, "
+                                     "which matters when the activations are small") for e in (1e-6, 1e-12)],
     ],
     # torch's F.layer_norm and F.gelu are allowed: the task is the block, not its parts
     forbidden=(*TORCH_ATTENTION, _G.Block, _G.CausalSelfAttention, _G.GPT, _T.EncoderBlock, _T.FeedForward),

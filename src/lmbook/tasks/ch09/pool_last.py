@@ -7,7 +7,8 @@ import torch
 from ... import gpt as _course_gpt
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
-from ..common import lengths_of
+from ...grading.reproduce import sized
+from ..common import fit_lengths, in_dtype, lengths_of
 from ..common import randn as _randn
 from .shared import ATTRS, MODULES
 
@@ -20,7 +21,7 @@ def _pool_case(B: int, n: int, d: int, lengths=None, dtype=torch.float32):
         h = _randn((B, n, d), g, device)
         pad = (torch.arange(n).unsqueeze(0) >= lens.unsqueeze(1)).to(device)
         h = torch.where(pad.unsqueeze(-1), 50.0 + 10.0 * h, h)  # made-up large states at padding
-        return ((h.to(dtype), lens.to(device)), {})
+        return ((in_dtype(h, dtype), lens.to(device)), {})
     return make
 
 
@@ -48,13 +49,18 @@ def _pool_with(mistake: str):
     return fn
 
 
+SHRINK = dict(floors={"B": 1, "n": 1, "d": 1}, fit=fit_lengths)
+
+
 POOL_LAST = Check(
     task="pool_last",
     what="row b of the output is h[b, lengths[b] − 1], the last real token's state",
     reference=_pool_ref,
     compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=1e-6, atol=1e-6, dim=None),
-    cases=[Case("batch 3, n=6, lengths (6, 2, 4), d=5", _pool_case(3, 6, 5, [6, 2, 4])),
-           Case("batch 4, n=5, random lengths, d=8", _pool_case(4, 5, 8))],
+    cases=[sized("batch 3, n=6, lengths (6, 2, 4), d=5", _pool_case, B=3, n=6, d=5, lengths=[6, 2, 4], **SHRINK),
+           sized("batch 4, n=5, random lengths, d=8", _pool_case, B=4, n=5, d=8, **SHRINK),
+           sized("float64 states, batch 2, n=3, lengths (3, 1), d=2", _pool_case, B=2, n=3, d=2, lengths=[3, 1],
+                 dtype=torch.float64, **SHRINK)],
     hidden_cases=[Case("a batch of one, no padding", _pool_case(1, 7, 6, [7])),
                   Case("all but one sequence of length 1", _pool_case(3, 6, 4, [1, 6, 1])),
                   Case("length one everywhere (n=1)", _pool_case(2, 1, 4, [1, 1])),

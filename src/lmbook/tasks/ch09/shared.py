@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
-
 import regex
 import torch
 
@@ -77,22 +75,26 @@ def vocab_of(merges) -> dict[int, bytes]:
     return vocab
 
 
-def as_int(v) -> int | None:
-    if isinstance(v, torch.Tensor) and v.numel() == 1 and not v.is_floating_point():
-        v = v.item()
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+def python_int(v) -> str | None:
+    """None if ``v`` is a Python int (not a bool); otherwise what it is instead, in the student's terms."""
+    if type(v) is int:
         return None
-    return int(v)
+    if isinstance(v, torch.Tensor):
+        return f"a tensor ({v.dtype}; .item() or .tolist() gives Python ints)"
+    if type(v).__module__ == "numpy":
+        return f"a numpy.{type(v).__name__} (int(...) makes a Python int)"
+    return f"a {type(v).__name__}"
 
 
-def as_ids(out) -> list[int] | str:
+def as_ids(out, what: str = "a list of token ids") -> list[int] | str:
+    """``out`` as a list of ints if it is one (a ``list`` of Python ints, as the statements ask), or what is
+    wrong with it."""
     if isinstance(out, torch.Tensor):
-        if out.dim() != 1:
-            return f"returned a tensor of shape {tuple(out.shape)}, expected a list of token ids"
-        out = out.tolist()
-    if not isinstance(out, list | tuple):
-        return f"returned {describe_value(out)}, expected a list of token ids (ints)"
-    ids = [as_int(v) for v in out]
-    if None in ids:
-        return f"returned {str(list(out))[:200]}: every token id must be an int"
-    return ids
+        return f"returned a tensor of shape {tuple(out.shape)}, expected {what}, a Python list (.tolist() makes one)"
+    if not isinstance(out, list):
+        return f"returned {describe_value(out)}, expected {what}, a Python list"
+    for i, v in enumerate(out):
+        wrong = python_int(v)
+        if wrong:
+            return f"item {i} of your list is {wrong}, expected a Python int: every token id must be an int"
+    return list(out)

@@ -6,7 +6,8 @@ from collections import Counter
 
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_value
-from .shared import BPE_FORBIDDEN, as_int, corpus, merge_ids, pretokenize, vocab_of
+from ...grading.reproduce import sized
+from .shared import BPE_FORBIDDEN, corpus, merge_ids, pretokenize, python_int, vocab_of
 
 
 def train_ref(text: str, n_merges: int) -> list[tuple[int, int]]:
@@ -74,14 +75,19 @@ def _train_with(pieces="pretokens", ties="smallest", overlap=False, recount=True
 
 
 def _as_pairs(out) -> list[tuple[int, int]] | str:
-    if not isinstance(out, list | tuple):
-        return f"returned {describe_value(out)}, expected a list of merges, each a pair (left id, right id)"
-    pairs = []
+    if isinstance(out, tuple):
+        return "returned a tuple of merges, expected a list of them (the merges are made one after another)"
+    if not isinstance(out, list):
+        return f"returned {describe_value(out)}, expected a list of merges, each a tuple (left id, right id)"
     for i, p in enumerate(out):
-        if not isinstance(p, list | tuple) or len(p) != 2 or None in (as_int(p[0]), as_int(p[1])):
-            return f"merge {i} is {p!r}: each merge is a pair of two ints (left id, right id)"
-        pairs.append((as_int(p[0]), as_int(p[1])))
-    return pairs
+        if not isinstance(p, tuple) or len(p) != 2:
+            kind = f"a {type(p).__name__} of {len(p)}" if isinstance(p, list | tuple) else describe_value(p)
+            return f"merge {i} is {kind}: each merge is a tuple of two ints (left id, right id), as Counter's keys are"
+        for v in p:
+            wrong = python_int(v)
+            if wrong:
+                return f"merge {i} holds {wrong}: each merge is a tuple of two Python ints"
+    return list(out)
 
 
 def _show(pair, vocab) -> str:
@@ -119,9 +125,12 @@ WHITESPACE = "  x\n\n\t y  12 123 1234   \n    indented\n\n\n" * 4
 
 def _train_cases(hidden: bool) -> list[Case]:
     if not hidden:
-        return [Case("made-up text of 120 words, 30 merges", _text_case(None, 30, 120)),
-                Case("'aaaa aaa aaaaa aa ...': runs of one letter, 12 merges", _text_case(RUNS, 12)),
-                Case("made-up text with accents, CJK and emoji, 40 merges", _text_case(None, 40, 150, True))]
+        return [sized("made-up text of 120 words, 30 merges", _text_case, text=None, n_merges=30, n_words=120,
+                      floors={"n_merges": 1, "n_words": 2}),
+                sized("'aaaa aaa aaaaa aa ...': runs of one letter, 12 merges", _text_case, text=RUNS, n_merges=12,
+                      floors={"n_merges": 1}),
+                sized("made-up text with accents, CJK and emoji, 40 merges", _text_case, text=None, n_merges=40,
+                      n_words=150, unicode=True, floors={"n_merges": 1, "n_words": 2})]
     return [Case("fresh made-up text of 300 words, 60 merges", _text_case(None, 60, 300)),
             Case("fresh made-up text with accents, CJK and emoji, 60 merges", _text_case(None, 60, 250, True)),
             Case("four words built alike, many ties ('abab cdcd efef ghgh'), 12 merges", _text_case(TIES, 12)),

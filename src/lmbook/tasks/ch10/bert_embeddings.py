@@ -8,6 +8,8 @@ import torch.nn.functional as F
 from ... import bert as _course_bert
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
+from ...grading.reproduce import sized
+from ..common import in_dtype
 from ..common import randn as _randn
 from .shared import ATTRS, MODULES, Layout, make_batch
 
@@ -54,7 +56,8 @@ def _emb_with(mistake: str):
         if mistake == "ln_first":
             return ln(tok) + positions + seg
         x = tok + positions + seg
-        return {"eps": lambda: ln(x, eps=1e-5), "no_ln": lambda: x, "unbiased": lambda: ln(x, unbiased=True),
+        return {"eps": lambda: ln(x, eps=1e-5), "eps6": lambda: ln(x, eps=1e-6), "no_ln": lambda: x,
+                "unbiased": lambda: ln(x, unbiased=True),
                 "no_affine": lambda: ln(x, affine=False)}.get(mistake, lambda: ln(x))()
     return fn
 
@@ -73,8 +76,11 @@ def _emb_case(B: int, n: int, d: int, V: int = 30, P: int = 16, T: int = 2, leng
                   "token_type_embeddings.weight": _randn((T, d), g, device, std),
                   "LayerNorm.weight": _randn((d,), g, device, 0.1, 1.0),
                   "LayerNorm.bias": _randn((d,), g, device, 0.1)}
-        return ((ids.to(device), segments.to(device), {k: v.to(dtype) for k, v in params.items()}), {})
+        return ((ids.to(device), segments.to(device), {k: in_dtype(v, dtype) for k, v in params.items()}), {})
     return make
+
+
+SHRINK = {"B": 1, "n": 1, "d": 2}
 
 
 BERT_EMBEDDINGS = Check(
@@ -82,8 +88,11 @@ BERT_EMBEDDINGS = Check(
     what="LN(E_tok[ids] + E_pos[0 … n − 1] + E_seg[segments]), ε = 1e-12",
     reference=_emb_ref,
     compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=1e-4, atol=1e-4, dim=None),
-    cases=[Case("batch 3 of pairs, n = 10, d = 16 (padded; positions up to 16)", _emb_case(3, 10, 16)),
-           Case("batch 2 of pairs, n = 16 = max_position, d = 32", _emb_case(2, 16, 32))],
+    cases=[sized("batch 3 of pairs, n = 10, d = 16 (padded; positions up to 16)", _emb_case, B=3, n=10, d=16,
+                 floors=SHRINK),
+           sized("batch 2 of pairs, n = 16 = max_position, d = 32", _emb_case, B=2, n=16, d=32, floors=SHRINK),
+           sized("float64 weights, batch 2, n = 6, d = 4", _emb_case, B=2, n=6, d=4, dtype=torch.float64,
+                 floors=SHRINK)],
     hidden_cases=[Case("a batch of one, length one ([CLS] alone)", _emb_case(1, 1, 8, lengths=[1])),
                   Case("fresh: batch 4, n = 12, d = 24", _emb_case(4, 12, 24)),
                   Case("every position used: n = max_position = 20", _emb_case(3, 20, 16, P=20)),
@@ -101,8 +110,9 @@ BERT_EMBEDDINGS = Check(
                                           "E_pos, torch.arange(n)"),
         Mutant(_emb_with("pos_restart"), "started the positions again from 0 at segment B: positions run 0 … n − 1 "
                                          "over the whole input, [CLS] a [SEP] b [SEP]"),
-        Mutant(_emb_with("eps"), "used LayerNorm's default ε = 1e-5: BERT's is 1e-12 (layer_norm_eps), which matters "
-                                 "when the summed embeddings are small, as they are at BERT's initial scale"),
+        *[Mutant(_emb_with(e), "used another ε than BERT's 1e-12 (torch's default 1e-5, or 1e-6): BERT's "
+                               "layer_norm_eps is 1e-12, which matters when the summed embeddings are small, as "
+                               "they are at BERT's initial scale") for e in ("eps", "eps6")],
         Mutant(_emb_with("no_ln"), "left out the LayerNorm: the sum of the three embeddings is normalised, "
                                    "LN(E_tok + E_pos + E_seg), with its gain and bias"),
         Mutant(_emb_with("no_affine"), "normalised without LayerNorm's gain and bias: multiply by LayerNorm.weight "

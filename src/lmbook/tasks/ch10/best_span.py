@@ -7,6 +7,8 @@ import torch
 from ... import bert as _course_bert
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_value
+from ...grading.reproduce import sized
+from ..common import fit_lengths, in_dtype
 from .shared import ATTRS, MODULES
 
 _BERT = _course_bert
@@ -34,6 +36,12 @@ class Span:
             for j in range(i, n if self.max_len is None else min(n, i + self.max_len)):
                 if m_row[j]:
                     yield i, j
+
+    def shown(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """One best span per row, as the answer is returned (the first of any ties)."""
+        spans = [next((s, e) for s, e in self.allowed(m) if self.s[b][s] + self.e[b][e] == self.best[b])
+                 for b, m in enumerate(self.mask)]
+        return torch.tensor([s for s, _ in spans]), torch.tensor([e for _, e in spans])
 
     def why_not(self, b: int, i: int, j: int) -> str | None:
         if j < i:
@@ -68,11 +76,20 @@ def _best_span_with(mistake: str):
         if mistake == "multiply":
             s, e = s * m, e * m
             m = torch.ones_like(m)
+        if mistake == "fill_1e4":  # the masked spans scored -1e4, a number that very negative logits go below
+            scores = s[:, :, None] + e[:, None, :]
+            off = torch.arange(n, device=s.device)[None, :] - torch.arange(n, device=s.device)[:, None]
+            ok = (off >= 0) & (off < (max_len if max_len is not None else n))
+            ok = ok[None] & m[:, :, None] & m[:, None, :]
+            best = scores.masked_fill(~ok, -1e4).flatten(1).argmax(-1)
+            return best // n, best % n
         scores = s[:, :, None] + e[:, None, :]
         off = torch.arange(n, device=s.device)[None, :] - torch.arange(n, device=s.device)[:, None]
         ok = torch.ones(n, n, dtype=torch.bool, device=s.device) if mistake == "no_order" else off >= 0
         limit = None if mistake == "no_max_len" else max_len
-        if limit is not None:
+        if limit is not None and mistake == "no_order":  # a span's length |e − s| + 1, whichever way it runs
+            ok = ok & (off.abs() < limit)
+        elif limit is not None:
             ok = ok & (off <= limit if mistake == "max_len_plus" else off < limit - int(mistake == "max_len_minus"))
         ok = ok[None]
         if mistake == "no_mask":
@@ -87,14 +104,16 @@ def _best_span_with(mistake: str):
 
 
 def _span_positions(out, B: int) -> tuple[list[int], list[int]] | str:
-    if not isinstance(out, tuple | list) or len(out) != 2:
+    if isinstance(out, list) and len(out) == 2:
+        return "returned a list [start, end], expected a tuple (start, end): return start, end"
+    if not isinstance(out, tuple) or len(out) != 2:
         return f"returned {describe_value(out)}, expected a tuple (start, end) of two tensors of shape ({B},)"
     got = []
     for name, t in zip(("start", "end"), out, strict=True):
         if not isinstance(t, torch.Tensor):
             return f"{name}: returned {describe_value(t)}, expected a tensor of shape ({B},)"
-        if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
-            return f"{name}: returned dtype {t.dtype}, expected integer positions (torch.long, as argmax gives)"
+        if t.dtype != torch.int64:
+            return f"{name}: returned dtype {t.dtype}, expected torch.int64 positions (torch.long, as argmax gives)"
         if tuple(t.shape) != (B,):
             return f"{name}: returned shape {tuple(t.shape)}, expected ({B},): one position per sequence"
         got.append([int(v) for v in t.tolist()])
@@ -158,9 +177,19 @@ def _span_case(B: int, n: int, max_len: int | None = None, q_len=None, p_len=Non
             if length < n:  # padding
                 s_log[b, length:] += lure
                 e_log[b, length:] += lure
-        args = (s_log.to(dtype).to(device), e_log.to(dtype).to(device), mask.to(device))
+        args = (in_dtype(s_log, dtype).to(device), in_dtype(e_log, dtype).to(device), mask.to(device))
         return (args + ((max_len,) if max_len is not None else ()), {})
     return make
+
+
+def _fit(p: dict) -> dict:
+    p = fit_lengths(p)
+    if p.get("lengths") is not None:  # [CLS], a question token, [SEP], a passage token, [SEP]: 5 at least
+        p["lengths"] = [max(5, length) for length in p["lengths"]]
+    return p
+
+
+SHRINK = dict(floors={"B": 1, "n": 5}, fit=_fit)
 
 
 BEST_SPAN = Check(
@@ -168,9 +197,14 @@ BEST_SPAN = Check(
     what="the span maximising start_logits[s] + end_logits[e] over s ≤ e, both in the passage, e − s < max_len",
     reference=_best_span_ref,
     compare=_best_span_compare,
-    cases=[Case("batch 6, n = 24, no max_len", _span_case(6, 24)),
-           Case("batch 6, n = 24, max_len = 3", _span_case(6, 24, max_len=3)),
-           Case("batch 4, n = 30, padded, max_len = 5", _span_case(4, 30, max_len=5, lengths=[30, 22, 18, 26]))],
+    cases=[sized("batch 6, n = 24, no max_len", _span_case, B=6, n=24, **SHRINK),
+           sized("batch 6, n = 24, max_len = 3", _span_case, B=6, n=24, max_len=3, **SHRINK),
+           sized("batch 4, n = 30, padded, max_len = 5", _span_case, B=4, n=30, max_len=5, lengths=[30, 22, 18, 26],
+                 **SHRINK),
+           sized("very negative logits (about −20,000): a masked span needs −inf, which no score goes below",
+                 _span_case, B=4, n=16, max_len=4, offset=-20000.0, **SHRINK),
+           sized("negative logits (about −5) in the passage: a masked span must not score 0", _span_case, B=4, n=16,
+                 max_len=4, scale=0.5, offset=-5.0, **SHRINK)],
     hidden_cases=[Case("a batch of one, n = 40, max_len = 4", _span_case(1, 40, max_len=4)),
                   Case("fresh: batch 16, n = 48, max_len = 6", _span_case(16, 48, max_len=6)),
                   Case("max_len = 1: one-token spans only", _span_case(8, 20, max_len=1)),
@@ -183,7 +217,8 @@ BEST_SPAN = Check(
                   Case("float64 logits, no max_len", _span_case(6, 32, dtype=torch.float64)),
                   Case("negative logits everywhere in the passage (masked scores must be -inf, not 0)",
                        _span_case(6, 24, max_len=4, scale=0.5, offset=-5.0)),
-                  Case("a long input: n = 256, max_len = 30", _span_case(3, 256, max_len=30))],
+                  Case("a long input: n = 256, max_len = 30", _span_case(3, 256, max_len=30)),
+                  Case("very negative logits (about −50,000), no max_len", _span_case(6, 24, offset=-50000.0))],
     mutants=[
         Mutant(_best_span_with("no_order"), "allowed spans that end before they start: only s ≤ e is a span (mask "
                                             "the scores below the diagonal, e.g. with torch.triu)"),
@@ -204,6 +239,9 @@ BEST_SPAN = Check(
                                                  "max_len): spans of exactly max_len tokens are allowed too, "
                                                  "e − s < max_len"),
         Mutant(_best_span_with("no_max_len"), "ignored max_len: a span has at most max_len tokens when it is given"),
+        Mutant(_best_span_with("fill_1e4"), "gave the masked spans a large negative score (−1e4) instead of −inf: "
+                                            "when the allowed spans score below it (very negative logits), a masked "
+                                            "span wins; use float('-inf')"),
         Mutant(_best_span_with("multiply"), "masked by multiplying the logits by the mask: a masked position then "
                                             "scores 0, which beats the negative scores of the passage; give masked "
                                             "spans −inf (masked_fill)"),

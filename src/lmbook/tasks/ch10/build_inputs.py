@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 
 from ... import bert as _course_bert
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_value
+from ...grading.reproduce import sized
 from .shared import ATTRS, MODULES
 
 _BERT = _course_bert
@@ -54,18 +53,20 @@ def _build_with(mistake: str):
 
 def _int_list(v, what: str) -> list[int] | str:
     if isinstance(v, torch.Tensor):
-        if v.dim() != 1 or v.is_floating_point():
-            return f"{what}: returned a tensor of shape {tuple(v.shape)} and dtype {v.dtype}, expected a list of ints"
-        v = v.tolist()
-    if not isinstance(v, list | tuple):
-        return f"{what}: returned {describe_value(v)}, expected a list of ints"
-    if not all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in v):
-        return f"{what}: returned {str(list(v))[:200]}, every entry must be an int"
-    return [int(x) for x in v]
+        return f"{what}: returned a tensor of shape {tuple(v.shape)}, expected a list of Python ints (.tolist())"
+    if not isinstance(v, list):
+        return f"{what}: returned {describe_value(v)}, expected a list of Python ints"
+    for i, x in enumerate(v):
+        if type(x) is not int:
+            kind = f"numpy.{type(x).__name__}" if type(x).__module__ == "numpy" else type(x).__name__
+            return f"{what}: item {i} is a {kind}, expected a Python int (int(...) makes one)"
+    return list(v)
 
 
 def _build_compare(out, ref) -> str | None:
-    if not isinstance(out, tuple | list) or len(out) != 2:
+    if isinstance(out, list) and len(out) == 2:
+        return "returned a list [ids, segments], expected a tuple (ids, segments): return ids, segments"
+    if not isinstance(out, tuple) or len(out) != 2:
         return f"returned {describe_value(out)}, expected a tuple (ids, segments)"
     ids, segs = _int_list(out[0], "ids"), _int_list(out[1], "segments")
     for got in (ids, segs):
@@ -97,8 +98,9 @@ BUILD_INPUTS = Check(
     what="[CLS] a [SEP] b [SEP] (or [CLS] a [SEP] when b is None), segments 0 for [CLS] a [SEP] and 1 for b [SEP]",
     reference=_build_ref,
     compare=_build_compare,
-    cases=[Case("a of 4 ids, b of 3 (BERT's [CLS] 101, [SEP] 102)", _build_case(4, 3)),
-           Case("a single sentence of 5 ids, b = None", _build_case(5, None))],
+    cases=[sized("a of 4 ids, b of 3 (BERT's [CLS] 101, [SEP] 102)", _build_case, len_a=4, len_b=3,
+                 floors={"len_a": 1, "len_b": 1}),
+           sized("a single sentence of 5 ids, b = None", _build_case, len_a=5, len_b=None, floors={"len_a": 1})],
     hidden_cases=[Case("fresh: a of 6, b of 9", _build_case(6, 9)),
                   Case("a and b of one id each", _build_case(1, 1)),
                   Case("a single id, b = None", _build_case(1, None)),

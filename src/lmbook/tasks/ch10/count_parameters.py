@@ -10,6 +10,7 @@ import torch
 from ... import bert as _course_bert
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_value
+from ...grading.reproduce import sized
 from .shared import ATTRS, MODULES
 
 _BERT = _course_bert
@@ -72,8 +73,10 @@ def _count_with(mistake: str):
 
 
 def _count_compare(out, ref) -> str | None:
-    if isinstance(out, torch.Tensor) and out.numel() == 1 and not out.is_floating_point():
-        out = out.item()
+    if isinstance(out, torch.Tensor):
+        return f"returned {describe_value(out)}, expected a Python int (.item() makes one)"
+    if type(out).__module__ == "numpy":
+        return f"returned a numpy.{type(out).__name__}, expected a Python int (int(...) makes one)"
     if isinstance(out, bool) or not isinstance(out, numbers.Integral):
         return f"returned {describe_value(out)}, expected an int"
     out, ref = int(out), int(ref)
@@ -97,10 +100,19 @@ def _count_case(config: dict, heads: bool):
     return make
 
 
+def _count_sized(V: int, L: int, d: int, d_ff: int, P: int, T: int, heads: bool, H: int = 1):
+    return _count_case(_config(V, L, H, d, d_ff, P, T), heads)
+
+
+SHRINK = {"V": 1, "L": 0, "d": 1, "d_ff": 1, "P": 1, "T": 1}
+
+
 def _count_cases(hidden: bool) -> list[Case]:
     if not hidden:
-        return [Case("BERT-base, the body (BertModel)", _count_case(BASE, False)),
-                Case("BERT-base with the pretraining heads (BertForPreTraining)", _count_case(BASE, True)),
+        return [sized("BERT-base, the body (BertModel)", _count_sized, V=30522, L=12, H=12, d=768, d_ff=3072, P=512,
+                      T=2, heads=False, floors=SHRINK),
+                sized("BERT-base with the pretraining heads (BertForPreTraining)", _count_sized, V=30522, L=12, H=12,
+                      d=768, d_ff=3072, P=512, T=2, heads=True, floors=SHRINK),
                 Case("a small model: V = 1000, 3 layers, d = 64, d_ff = 100, max_position 77, 3 segment types",
                      _count_case(_config(1000, 3, 4, 64, 100, 77, 3), False))]
     return [Case("BERT-large, the body", _count_case(LARGE, False)),

@@ -40,23 +40,43 @@ def _off_group(hits: torch.Tensor, q: torch.Tensor, where: torch.Tensor) -> tupl
     return None
 
 
+def _underdispersed(k: torch.Tensor, n: torch.Tensor, p: float) -> bool:
+    """Whether per-row counts ``k`` of ``n`` trials hug p·n far closer than independent coins at rate p do (the
+    lower tail of the chi-square statistic, at level ALPHA): a rule that picks an exact number per row."""
+    keep = n > 0
+    k, n = k[keep].double(), n[keep].double()
+    if len(n) < 8 or not 0.0 < p < 1.0:
+        return False
+    stat = float(((k - p * n) ** 2 / (n * p * (1 - p))).sum())
+    lower = float(torch.special.gammainc(torch.tensor(len(n) / 2, dtype=torch.float64),
+                                         torch.tensor(stat / 2, dtype=torch.float64)))
+    return lower < ALPHA
+
+
+def _roundings(m: int, p: float) -> set[int]:
+    """The exact counts a rule that rounds p·m may choose: half to even (Python's round), half up, and BERT's
+    script's max(1, round(·)) for a row with anything eligible."""
+    counts = {round(p * m), math.floor(p * m + 0.5)}
+    return counts | ({max(1, c) for c in counts} if m > 0 else set())
+
+
 def _about(n: int, q: float) -> str:
     return f"about {n * q:,.0f} ± {math.sqrt(n * q * (1 - q)):.1f}"
 
 
 @dataclass
-
-
 class MaskLaw:
     """The distribution of ``mask_tokens``' output on given ids: the reference's, or a known mistake's.
 
     ``choose``: which positions may be chosen ("eligible": not special; "all"; "no_pad": all but padding);
-    ``per``: one coin per "token", or per "row" (whole rows chosen or not, however many); ``fates``: P([MASK]),
+    ``per``: one coin per "token" (or, as the statement allows, exactly p·m rounded per row), per "row" (whole rows
+    chosen or not, however many), or "floor" (exactly ⌊p·m⌋ of a row's m eligible tokens); ``fates``: P([MASK]),
     P(random), P(unchanged) of a corrupted position; ``pool``: where random tokens come from ("non_special" or "all"
-    of the vocabulary); ``corrupt``: which positions go through the 80/10/10 ("chosen", or "all" positions whatever
-    was chosen); ``labels``: "chosen" (the original at chosen positions, −100 elsewhere), "all" (the original
-    everywhere), "inverted" (−100 at chosen, the original elsewhere), "zero" (0 instead of −100), "corrupted" (the
-    corrupted input at chosen positions).
+    of the vocabulary, or "batch": the tokens the batch's eligible positions hold); ``redraw``: whether a random
+    token may be the original ("any") or not ("never"); ``corrupt``: which positions go through the 80/10/10
+    ("chosen", or "all" positions whatever was chosen); ``labels``: "chosen" (the original at chosen positions, −100
+    elsewhere), "all" (the original everywhere), "inverted" (−100 at chosen, the original elsewhere), "zero" (0
+    instead of −100), "corrupted" (the corrupted input at chosen positions).
     """
 
     ids: torch.Tensor
@@ -69,6 +89,7 @@ class MaskLaw:
     per: str = "token"
     fates: tuple[float, float, float] = (0.8, 0.1, 0.1)
     pool: str = "non_special"
+    redraw: str = "any"
     corrupt: str = "chosen"
     labels: str = "chosen"
 
@@ -89,6 +110,8 @@ class MaskLaw:
     def pool_mask(self) -> torch.Tensor:
         if self.pool == "all":
             return torch.ones(self.vocab_size, dtype=torch.bool)
+        if self.pool == "batch":
+            return torch.isin(torch.arange(self.vocab_size), self.ids[~self.is_special()])
         return ~torch.isin(torch.arange(self.vocab_size), torch.tensor(sorted(self.special)))
 
     def name(self, token: int) -> str:
@@ -105,13 +128,26 @@ class MaskLaw:
     def draw(self) -> tuple[torch.Tensor, torch.Tensor]:
         ids, shape = self.ids, self.ids.shape
         E = self.choosable()
-        coins = torch.rand(shape) if self.per == "token" else torch.rand(*shape[:-1], 1).expand(shape)
-        chosen = E & (coins < self.p)
+        if self.per == "floor":  # exactly ⌊p·m⌋ per row: the smallest coins among its eligible positions
+            coins = torch.rand(shape).masked_fill(~E, 2.0)
+            rank = coins.argsort(-1).argsort(-1)
+            chosen = E & (rank < torch.floor(self.p * E.sum(-1, keepdim=True)))
+        else:
+            coins = torch.rand(shape) if self.per == "token" else torch.rand(*shape[:-1], 1).expand(shape)
+            chosen = E & (coins < self.p)
         u = torch.rand(shape)
         fm, fr, _ = self.fates
         domain = chosen if self.corrupt == "chosen" else torch.ones_like(chosen)
         pool = torch.arange(self.vocab_size)[self.pool_mask()]
-        random_tokens = pool[torch.randint(0, len(pool), shape)]
+        if len(pool) == 0:  # nothing to draw from (a batch with no eligible token: nothing is chosen either)
+            random_tokens = ids.clone()
+        elif self.redraw == "never":  # uniform over the pool but the original token
+            own = torch.isin(ids, pool).long()
+            pick = torch.randint(0, 1 << 30, shape) % (len(pool) - own).clamp(min=1)
+            pick = pick + (own.bool() & (pick >= torch.searchsorted(pool, ids))).long()
+            random_tokens = pool[pick.clamp(max=len(pool) - 1)]
+        else:
+            random_tokens = pool[torch.randint(0, len(pool), shape)]
         inputs = torch.where(domain & (u < fm), torch.full_like(ids, self.mask_id),
                              torch.where(domain & (u >= fm) & (u < fm + fr), random_tokens, ids))
         none = torch.full_like(ids, -100)
@@ -123,7 +159,9 @@ class MaskLaw:
 
     # is a given output a likely draw of this law?
     def problem(self, out) -> str | None:
-        if not isinstance(out, tuple | list) or len(out) != 2:
+        if isinstance(out, list) and len(out) == 2:
+            return "returned a list [inputs, labels], expected a tuple (inputs, labels): return inputs, labels"
+        if not isinstance(out, tuple) or len(out) != 2:
             return f"returned {describe_value(out)}, expected a tuple (inputs, labels)"
         orig, V = self.ids, self.vocab_size
         for name, t in zip(("inputs", "labels"), out, strict=True):
@@ -131,8 +169,8 @@ class MaskLaw:
                 return f"{name}: returned {describe_value(t)}, expected a tensor of token ids"
             if tuple(t.shape) != tuple(orig.shape):
                 return f"{name}: returned shape {tuple(t.shape)}, expected {tuple(orig.shape)} (the shape of ids)"
-            if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
-                return f"{name}: returned dtype {t.dtype}, expected integer token ids (torch.long, as ids)"
+            if t.dtype != torch.int64:
+                return f"{name}: returned dtype {t.dtype}, expected torch.int64 (torch.long), the dtype of ids"
         X, L = (t.detach().cpu().long() for t in out)
         if ((X < 0) | (X >= V)).any():
             (b, i) = ((X < 0) | (X >= V)).nonzero()[0].tolist()
@@ -169,7 +207,7 @@ class MaskLaw:
                 msg += ("; they hold the corrupted inputs ([MASK], random tokens): take the labels from the original "
                         "ids, and corrupt a copy (ids.clone()), never ids itself")
             return msg
-        if C.all() and C.numel() > 1 and self.labels == "chosen":
+        if C.all() and C.numel() > 1 and self.labels == "chosen" and not self.choosable().all():
             return ("every position has a label (none is −100): the loss must read the chosen positions only, so "
                     "set the labels of all the others to −100")
         return None
@@ -185,18 +223,30 @@ class MaskLaw:
             return (f"position [{b}, {i}] holds {self.name(int(self.ids[b, i]))} and has a label, as if it had been "
                     f"chosen ({int(wrong.sum())} such position(s)): padding, [MASK] and the tokens of special_ids "
                     "([CLS], [SEP], …) are never chosen; they keep label −100 and stay as they are")
+        rows_E, rows_C = E.flatten(1).sum(1), C.flatten(1).sum(1)
         if self.per == "row":
-            rows_E, rows_C = E.flatten(1).sum(1), C.flatten(1).sum(1)
             partial = (rows_C != 0) & (rows_C != rows_E)
             # a whole row or none of it (one coin per sequence, or one for the batch: any number of rows)
             return f"row {int(partial.nonzero()[0])} is partly chosen" if partial.any() else None
+        if self.per == "floor":
+            off = rows_C != torch.floor(self.p * rows_E)
+            return f"row {int(off.nonzero()[0])} is not ⌊p·m⌋" if off.any() else None
         special = self.is_special()
         for group in (E & ~special, E & special & (self.ids != self.pad_id), E & (self.ids == self.pad_id)):
             k, n = int(C[group].sum()), int(group.sum())  # each kind of token chosen at the rate p
             if _binom_pvalue(k, n, self.p) < ALPHA:
                 return (f"chose {k:,} of the {n:,} eligible tokens ({k / n:.1%}), expected each with probability "
                         f"p = {self.p:g}: {_about(n, self.p)}")
-        rows_E, rows_C = E.flatten(1).sum(1), C.flatten(1).sum(1)
+        if _underdispersed(rows_C, rows_E, self.p):  # an exact count per row: the statement allows p·m rounded
+            for b in range(len(rows_E)):
+                nb, kb = int(rows_E[b]), int(rows_C[b])
+                if kb not in _roundings(nb, self.p):
+                    rounded = " or ".join(str(c) for c in sorted(_roundings(nb, self.p)))
+                    return (f"row {b}: chose exactly {kb} of its {nb} eligible tokens; your rows hold an exact count "
+                            f"each (far closer to p·m than coins give), and p·m = {self.p * nb:g} rounds to "
+                            f"{rounded}: round p·m (as BERT's script does, int(round(...))), do not cut it down "
+                            "with int() or floor, or draw one coin per token")
+            return None
         for b in range(len(rows_E)):
             nb, kb = int(rows_E[b]), int(rows_C[b])
             if _binom_pvalue(kb, nb, self.p) < ALPHA:
@@ -232,15 +282,18 @@ class MaskLaw:
             return (f"position [{b}, {i}] was replaced by {self.name(int(X[b, i]))} ({int(outside.sum())} such "
                     "replacement(s)): a random replacement is drawn from the non-special tokens, never padding, "
                     "[MASK] or a token of special_ids")
-        # the probabilities of [MASK] and of another token at each position
-        rand = fr / n_pool if n_pool else 0.0
+        # the probabilities of [MASK] and of another token at each position (a random token is uniform over the
+        # pool, or over the pool but the original when it is never redrawn)
         mask_in_pool = float(P[self.mask_id]) if 0 <= self.mask_id < V else 0.0
         orig_in_pool = P[orig].double()
+        never = self.redraw == "never"
+        rand = (fr / (n_pool - orig_in_pool).clamp(min=1) if never
+                else torch.full_like(orig_in_pool, fr / max(n_pool, 1)))
         orig_is_mask = orig == self.mask_id
-        q_mask = torch.where(orig_is_mask, (1 - r) + r * (fm + fk + rand * mask_in_pool),
+        q_mask = torch.where(orig_is_mask, (1 - r) + r * (fm + fk + (0.0 if never else rand * mask_in_pool)),
                              r * (fm + rand * mask_in_pool))
-        q_other = torch.where(orig_is_mask, r * (fr - rand * mask_in_pool),
-                              r * (fr - rand * mask_in_pool - rand * orig_in_pool))
+        q_other = torch.where(orig_is_mask, r * (fr - (0.0 if never else rand * mask_in_pool)),
+                              r * (fr - rand * mask_in_pool - (0.0 if never else rand * orig_in_pool)))
         live = r > 0
         chosen_words = "chosen tokens" if C is not None and self.corrupt == "chosen" else "positions"
         off = _off_group(is_mask, q_mask, live)
@@ -267,6 +320,17 @@ class MaskLaw:
             k, n, q = off
             return (f"of the {n:,} random replacements, {k:,} are special tokens, expected {q:.0%} of them "
                     f"({_about(n, q)})")
+        # random tokens from the whole pool, not the batch's own tokens: only as many of them occur in the batch as
+        # uniform draws give (informative where the batch holds few of the pool's tokens)
+        seen = torch.isin(torch.arange(V), orig[self.choosable()]) & P
+        mask_seen = float(seen[self.mask_id]) if 0 <= self.mask_id < V else 0.0
+        q_seen = (int(seen.sum()) - seen[orig].double() - mask_seen) / denom.clamp(min=1)
+        off = _off_group(seen[X], torch.where(denom > 0, q_seen, torch.zeros_like(q_seen)), other)
+        if off:
+            k, n, q = off
+            return (f"of the {n:,} random replacements, {k:,} are tokens that occur in this batch ({k / n:.0%}), "
+                    f"expected {q:.1%} of them ({_about(n, q)}): draw them from the whole non-special vocabulary "
+                    "(ids 0 … vocab_size − 1 that are not special), not from the batch's own tokens")
         # random tokens spread over the whole pool: as many in its lower half as uniform draws put there
         ordered = torch.arange(V)[P]
         lower = torch.zeros(V, dtype=torch.bool)

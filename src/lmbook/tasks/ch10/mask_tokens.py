@@ -10,7 +10,7 @@ import torch
 from ... import bert as _course_bert
 from ...grading.checks import Case, Check, Mutant
 from .mask_law import MaskLaw
-from .shared import ATTRS, BERT_VOCAB, MODULES, SCATTERED, SMALL, TINY, Layout, make_batch
+from .shared import ATTRS, BERT_VOCAB, MODULES, PAIR, SCATTERED, SMALL, TINY, Layout, make_batch
 
 _BERT = _course_bert
 
@@ -59,9 +59,9 @@ def _mask_compare(out, ref) -> str | None:
 
 
 def _mask_case(B: int, n: int, layout: Layout, p: float = 0.15, specials: str = "cls_sep", lengths=None,
-               pair: bool = True, unk_rate: float = 0.0, mask_rate: float = 0.0):
+               pair: bool = True, unk_rate: float = 0.0, mask_rate: float = 0.0, words: int | None = None):
     def make(g, device):
-        ids, _ = make_batch(g, B, n, layout, lengths, pair, unk_rate, mask_rate)
+        ids, _ = make_batch(g, B, n, layout, lengths, pair, unk_rate, mask_rate, words)
         return ((ids.to(device), layout.mask, layout.V, layout.specials(specials), layout.pad, p), {})
     return make
 
@@ -74,7 +74,11 @@ def _mask_cases(hidden: bool) -> list[Case]:
                      "pairs of up to 96 tokens, special_ids = all five, some [UNK] in the text",
                      _mask_case(96, 96, BERT_VOCAB, specials="all", unk_rate=0.03)),
                 Case("p = 0.4; a tiny vocabulary of 16 ids, 5 of them special and scattered ([PAD] 0, [UNK] 3, "
-                     "[CLS] 7, [SEP] 11, [MASK] 14)", _mask_case(96, 48, TINY, p=0.4, specials="cls_sep_unk"))]
+                     "[CLS] 7, [SEP] 11, [MASK] 14)", _mask_case(96, 48, TINY, p=0.4, specials="cls_sep_unk")),
+                Case("BERT's vocabulary, a text of 60 distinct words: the random replacements come from the whole "
+                     "vocabulary, so few of them are words of this batch", _mask_case(128, 64, BERT_VOCAB, words=60)),
+                Case("p = 1; a vocabulary of 7 ids, 5 special and 2 ordinary ones: a random replacement is the "
+                     "original token half the time", _mask_case(64, 256, PAIR, p=1.0, specials="cls_sep_unk"))]
     return [Case("fresh: 160 pairs of up to 64 tokens, a 40-token vocabulary", _mask_case(160, 64, SMALL)),
             Case("fresh: BERT's vocabulary, 128 pairs of up to 128 tokens, special_ids = [CLS], [SEP]",
                  _mask_case(128, 128, BERT_VOCAB, unk_rate=0.02)),
@@ -93,7 +97,10 @@ def _mask_cases(hidden: bool) -> list[Case]:
             Case("p = 1: every eligible token is chosen", _mask_case(64, 32, SMALL, p=1.0)),
             Case("p = 0: nothing is chosen", _mask_case(16, 16, SMALL, p=0.0)),
             Case("single sentences [CLS] a [SEP], no b; BERT's vocabulary",
-                 _mask_case(128, 40, BERT_VOCAB, specials="all", pair=False))]
+                 _mask_case(128, 40, BERT_VOCAB, specials="all", pair=False)),
+            Case("fresh: BERT's vocabulary, a text of 40 distinct words", _mask_case(160, 48, BERT_VOCAB, words=40)),
+            Case("fresh: p = 1, 2 ordinary ids and 5 special ones", _mask_case(48, 320, PAIR, p=1.0,
+                                                                               specials="cls_sep_unk"))]
 
 
 MASK_TOKENS = Check(
@@ -133,6 +140,15 @@ MASK_TOKENS = Check(
         Mutant(_mask_with(per="row"), "drew one random number per sequence (torch.rand(B, 1) < p) or one for the "
                                       "whole batch, so a sequence is chosen entirely or not at all: draw one per "
                                       "token, torch.rand(ids.shape) < p"),
+        Mutant(_mask_with(per="floor"), "chose exactly ⌊p × m⌋ of a row's m eligible tokens (int() or floor cuts "
+                                        "p × m down): round p × m, as BERT's script does, or draw one coin per "
+                                        "token"),
+        Mutant(_mask_with(pool="batch"), "drew the random replacements from the batch's own tokens (ids[...] at "
+                                         "random positions): draw them from the whole non-special vocabulary, ids "
+                                         "0 … vocab_size − 1 that are not special"),
+        Mutant(_mask_with(redraw="never"), "never let a random replacement be the original token (drawn from the "
+                                           "vocabulary without it): the statement draws it uniformly from the whole "
+                                           "non-special vocabulary, so it may be the original"),
         Mutant(_mask_with(labels="inverted"), "inverted the labels: −100 at the chosen positions and the original "
                                               "token everywhere else; the loss reads the chosen positions, so they "
                                               "hold the original and the others −100"),

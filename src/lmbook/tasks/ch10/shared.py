@@ -11,8 +11,6 @@ ATTRS = ("bert", "transformer", "gpt", "finetune", "transformers", "tokenizers")
 
 
 @dataclass(frozen=True)
-
-
 class Layout:
     """A vocabulary's special ids (id 0 is always special: [PAD] or [UNK])."""
 
@@ -33,6 +31,7 @@ SMALL = Layout("small", 40, pad=0, cls=1, sep=2, mask=3, unk=4)
 BERT_VOCAB = Layout("bert", 30522, pad=0, cls=101, sep=102, mask=103, unk=100)
 SCATTERED = Layout("scattered", 64, pad=0, cls=17, sep=33, mask=50, unk=5)
 TINY = Layout("tiny", 16, pad=0, cls=7, sep=11, mask=14, unk=3)  # 5 of 16 ids special
+PAIR = Layout("pair", 7, pad=0, cls=1, sep=2, mask=3, unk=4)  # 2 ordinary ids, 5 and 6
 
 
 def _row(g: torch.Generator, length: int, layout: Layout, pair: bool, text: torch.Tensor) -> list[int]:
@@ -51,12 +50,16 @@ def _row(g: torch.Generator, length: int, layout: Layout, pair: bool, text: torc
 
 
 def make_batch(g: torch.Generator, B: int, n: int, layout: Layout, lengths=None, pair: bool = True,
-           unk_rate: float = 0.0, mask_rate: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+               unk_rate: float = 0.0, mask_rate: float = 0.0, words: int | None = None) -> tuple[torch.Tensor,
+                                                                                                 torch.Tensor]:
     """Right-padded ids (B, n) and their segments: rows of random lengths (the longest fills the batch), words
-    drawn uniformly from the ids that are not [PAD], [CLS], [SEP] or [MASK] ([UNK] included), then a fraction
-    ``unk_rate`` of them made [UNK] and ``mask_rate`` made [MASK] (a text that holds them already)."""
+    drawn uniformly from the ids that are not [PAD], [CLS], [SEP] or [MASK] ([UNK] included; or from ``words`` of
+    them, drawn first), then a fraction ``unk_rate`` of them made [UNK] and ``mask_rate`` made [MASK] (a text that
+    holds them already)."""
     taken = {layout.pad, layout.cls, layout.sep, layout.mask}
     text = torch.tensor([i for i in range(layout.V) if i not in taken])
+    if words is not None:  # a text of few distinct words
+        text = text[torch.randperm(len(text), generator=g)[:words]]
     if lengths is None:
         lens = torch.randint(max(1, n // 3), n + 1, (B,), generator=g)
         lens[int(torch.randint(0, B, (1,), generator=g))] = n

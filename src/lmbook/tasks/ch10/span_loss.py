@@ -7,6 +7,8 @@ import torch
 from ... import bert as _course_bert
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_scalar_mismatch
+from ...grading.reproduce import sized
+from ..common import in_dtype
 from .shared import ATTRS, MODULES
 
 _BERT = _course_bert
@@ -57,8 +59,12 @@ def _span_loss_case(B: int, n: int, scale: float = 2.0, dtype=torch.float32, sam
                     at_zero: bool = False):
     def make(g, device):
         s_log, e_log, start, end = _span_inputs(g, B, n, scale, same, at_zero)
-        return ((s_log.to(dtype).to(device), e_log.to(dtype).to(device), start.to(device), end.to(device)), {})
+        return ((in_dtype(s_log, dtype).to(device), in_dtype(e_log, dtype).to(device), start.to(device),
+                 end.to(device)), {})
     return make
+
+
+SHRINK = {"B": 1, "n": 1}
 
 
 SPAN_LOSS = Check(
@@ -66,7 +72,9 @@ SPAN_LOSS = Check(
     what="(CE(start_logits, start) + CE(end_logits, end)) / 2, each cross-entropy averaged over the batch",
     reference=_span_loss_ref,
     compare=lambda out, ref: describe_scalar_mismatch(out, ref, rtol=1e-4, atol=1e-6, accept=("tensor",)),
-    cases=[Case("batch 4, n = 12", _span_loss_case(4, 12)), Case("batch 8, n = 20", _span_loss_case(8, 20))],
+    cases=[sized("batch 4, n = 12", _span_loss_case, B=4, n=12, floors=SHRINK),
+           sized("batch 8, n = 20", _span_loss_case, B=8, n=20, floors=SHRINK),
+           sized("float64 logits, batch 3, n = 5", _span_loss_case, B=3, n=5, dtype=torch.float64, floors=SHRINK)],
     hidden_cases=[Case("a batch of one", _span_loss_case(1, 9)),
                   Case("length one (the only span is (0, 0)): the loss is 0", _span_loss_case(3, 1)),
                   Case("one-token answers (start = end)", _span_loss_case(5, 10, same=True)),
