@@ -26,6 +26,11 @@
 - ``lmbook.brown``: the Brown corpus as plain text, split by sample (chapter 9's real English)
 - ``lmbook.bpe``: byte-level byte-pair encoding, trained from scratch or GPT-2's own (chapter 9)
 - ``lmbook.gpt``: the GPT model (equal to Hugging Face's GPT-2 given its weights), a KV cache, fine-tuning heads
+- ``lmbook.llama``: the modern block (RMSNorm, SwiGLU, RoPE, grouped-query attention), equal to Hugging Face's Llama
+- ``lmbook.scaling_laws``: C ≈ 6ND, Kaplan's and Chinchilla's laws, the compute-optimal split, a power-law fit
+- ``lmbook.induction``: the repeated-sequence task and the scores that find induction heads
+- ``lmbook.instruct``: instruction tuning on the course's language, the loss on response tokens only
+- ``lmbook.dpo``: the DPO loss and its training loop; best-of-n's exact bad share and KL
 - ``lmbook.agreement``: subject-verb agreement by distance, for any language model's predictions
 - ``lmbook.profiling``: the memory a computation allocates, tensor by tensor
 - ``lmbook.publish``: hands a chapter's computed numbers to the prose that quotes them
