@@ -241,6 +241,22 @@ def best_span(start_logits, end_logits, passage_mask, max_len=None):
     return start, end
 '''}, {"test_mask_tokens", "hidden_mask_tokens", "test_bert_embeddings", "hidden_bert_embeddings", "test_best_span",
        "hidden_best_span"}),
+    "ch11": ({
+        "rms_norm": '''
+def rms_norm(x, weight, eps=1e-6):
+    mu = x.mean(-1, keepdim=True)  # centred, as LayerNorm
+    return weight * (x - mu) / torch.sqrt((x - mu).pow(2).mean(-1, keepdim=True) + eps)
+''',
+        "dpo_loss": '''
+def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta):
+    margin = (policy_rejected - ref_rejected) - (policy_chosen - ref_chosen)  # the wrong way round
+    return -F.logsigmoid(beta * margin).mean()
+''',
+        "max_cached_tokens": '''
+def max_cached_tokens(memory_bytes, n_layer, n_head, n_kv_head, d_head, bytes_per_value):
+    return memory_bytes // (2 * n_layer * n_head * d_head * bytes_per_value)
+'''}, {"test_rms_norm", "hidden_rms_norm", "test_dpo_loss", "hidden_dpo_loss", "test_max_cached_tokens",
+       "hidden_max_cached_tokens"}),
 }
 
 
@@ -323,6 +339,8 @@ NAMED = {
              "aligned the causal mask at the start"),
     "ch10": ("replaced every chosen token by [MASK]", "which matters when the summed embeddings are small",
              "took the argmax of the start and of the end logits separately"),
+    "ch11": ("subtracted the mean", "flipped the sign of the margin",
+             "cached every query head"),
 }
 
 

@@ -245,6 +245,10 @@ def _same(a, b) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         return a.shape == b.shape and a.dtype == b.dtype and bool(torch.isclose(a.double(), b.double(), rtol=1e-12,
                                                                                 atol=0.0, equal_nan=True).all())
+    if isinstance(a, dict) and isinstance(b, dict):  # a cache {"k": K, "v": V}: compared part by part
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, tuple | list) and isinstance(b, tuple | list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor) and a == b
 
 

@@ -12,4 +12,5 @@ book's tables of contents, the tests, the sample submissions and the benchmarks 
 """
 
 # The released exercises, in course order (each is a folder of solutions/ and a package here).
-ASSIGNMENTS: tuple[str, ...] = ("ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07", "ch08", "ch09", "ch10")
+ASSIGNMENTS: tuple[str, ...] = ("ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07", "ch08", "ch09", "ch10",
+                               "ch11")
