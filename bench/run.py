@@ -241,6 +241,17 @@ HEADLINES = {
         ("who?, 256 labels: exact match, from scratch (median)", "who_scr_256"),
         ("fine-tuning: seconds for all runs", "ft_seconds"),
     ],
+    "ch11_modern_lm": [
+        ("Llama-style decoder vs transformers' LlamaForCausalLM: largest logit difference, float32, "
+         "in millionths", "llama_diff32_u"),
+        ("the same in float64 (Hugging Face's attention takes its softmax in float32), in millionths",
+         "llama_diff64_u"),
+        ("KV cache measured, 4 layers, 8 query heads of 16, 2 × 50 positions, n_kv_head = 8: bytes", "cache_mha"),
+        ("the same cache with n_kv_head = 2: bytes", "cache_gqa"),
+        ("the same cache with n_kv_head = 1: bytes", "cache_mqa"),
+        ("Llama 2 70B's sizes, 40 GB of 16-bit cache, 64 key/value heads: positions", "tokens_mha"),
+        ("Llama 2 70B's sizes, 40 GB of 16-bit cache, 8 key/value heads: positions", "tokens_gqa"),
+    ],
     "appendix_gpu": [
         ("validation loss, bf16 autocast − float32 (nats)", "val_gap"),
         ("bf16 autocast training speed ÷ float32", "bf16_speedup"),

@@ -79,7 +79,8 @@ class LlamaConfig:
 
 
 class RMSNorm(nn.Module):
-    """y = g ⊙ x / sqrt(mean(x²) + ε) over the last dimension: LayerNorm without the mean and without a bias."""
+    """y = g ⊙ x / sqrt(mean(x²) + ε) over the last dimension: LayerNorm without the
+    mean and without a bias."""
 
     def __init__(self, d: int, eps: float = 1e-6):
         super().__init__()
@@ -87,12 +88,14 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d))  # g
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rms = torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)  # ε inside the root, as the paper and Llama
+        # ε inside the root, as in the paper and in Llama's code
+        rms = torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * (x / rms)
 
 
 class SwiGLU(nn.Module):
-    """y = (silu(x W_gateᵀ) ⊙ x W_upᵀ) W_downᵀ: the gate's branch goes through silu, the up branch does not."""
+    """y = (silu(x W_gateᵀ) ⊙ x W_upᵀ) W_downᵀ: the gate's branch goes through silu,
+    the up branch does not."""
 
     def __init__(self, d_model: int, d_ff: int):
         super().__init__()
@@ -126,24 +129,29 @@ class GroupedQueryAttention(nn.Module):
         self.W_v = nn.Linear(config.d_model, config.n_kv_head * self.d_head, bias=False)
         self.W_o = nn.Linear(config.n_head * self.d_head, config.d_model, bias=False)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None,
-                return_weights: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """x (B, n_new, d) → (B, n_new, d); with a cache, the new positions start at its length and their
-        queries also read every cached position. ``return_weights`` adds the weights (B, n_head, n_new, t)."""
+    def forward(
+        self, x: torch.Tensor, cache: KVCache | None = None, return_weights: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """x (B, n_new, d) → (B, n_new, d); with a cache, the new positions start at its
+        length and their queries also read every cached position. ``return_weights``
+        adds the weights (B, n_head, n_new, t)."""
         B, n, _ = x.shape
-        # this layer's cached positions (cache.length reads layer 0, which the same call has already extended)
-        past = cache.k[self.layer].shape[2] if cache is not None and len(cache.k) > self.layer else 0
-        q = self.W_q(x).view(B, n, self.n_head, self.d_head).transpose(1, 2)  # (B, n_head, n, d_head)
-        k = self.W_k(x).view(B, n, self.n_kv_head, self.d_head).transpose(1, 2)  # (B, n_kv_head, n, d_head)
+        # this layer's cached positions (layer 0's were already extended by this call)
+        cached = cache is not None and len(cache.k) > self.layer
+        past = cache.k[self.layer].shape[2] if cached else 0
+        # q: (B, n_head, n, d_head); k and v: (B, n_kv_head, n, d_head)
+        q = self.W_q(x).view(B, n, self.n_head, self.d_head).transpose(1, 2)
+        k = self.W_k(x).view(B, n, self.n_kv_head, self.d_head).transpose(1, 2)
         v = self.W_v(x).view(B, n, self.n_kv_head, self.d_head).transpose(1, 2)
         positions = torch.arange(past, past + n, device=x.device)
         q = rope(q, positions, self.rope_base, interleaved=False)
-        k = rope(k, positions, self.rope_base, interleaved=False)  # rotated once, then cached rotated
-        if cache is not None:
-            k, v = cache.update(self.layer, k, v)  # the cache holds n_kv_head heads: the saving of GQA
+        k = rope(k, positions, self.rope_base, interleaved=False)  # cached rotated
+        if cache is not None:  # the cache holds n_kv_head heads: the saving of GQA
+            k, v = cache.update(self.layer, k, v)
         group = self.n_head // self.n_kv_head
-        mask = causal_mask(n, k.shape[2], device=x.device)  # the queries are the last n of the keys
-        y, weights = scaled_dot_product_attention(q, repeat_kv(k, group), repeat_kv(v, group), mask)
+        mask = causal_mask(n, k.shape[2], device=x.device)  # queries: the last n keys
+        k_rep, v_rep = repeat_kv(k, group), repeat_kv(v, group)
+        y, weights = scaled_dot_product_attention(q, k_rep, v_rep, mask)
         out = self.W_o(merge_heads(y))
         return (out, weights) if return_weights else out
 
