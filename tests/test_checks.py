@@ -62,7 +62,9 @@ def test_float64_inputs_are_accepted_by_a_correct_answer():
 
 
 def test_a_float32_result_for_float64_inputs_is_named():
-    with pytest.raises(CheckFailed, match="returned torch.float32 for torch.float64 inputs"):
+    # exercise 1's float64 case is hidden: its feedback names the kind of mistake, not the types the answer chose
+    with pytest.raises(CheckFailed, match=r"\[float64 logits around 1000 \(the result stays float64\)\] your code "
+                                          "returned another floating dtype than its inputs'"):
         run_check(BY_TASK["log_softmax"], lambda x, dim=-1: log_softmax(x.float(), dim), hidden=True, seed=3)
 
 

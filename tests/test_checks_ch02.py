@@ -151,7 +151,8 @@ def test_sampling_is_seeded_so_a_run_is_reproducible(capsys):
 def test_a_slightly_wrong_temperature_is_detected_statistically():
     def too_hot(logits, n, temperature=1.0, top_k=None, top_p=None):
         return sample(logits, n, temperature * 1.15, top_k, top_p)
-    with pytest.raises(CheckFailed, match="do not follow"):
+    # hidden: the feedback says the case failed its test, and no more (the draws could carry the inputs)
+    with pytest.raises(CheckFailed, match="returned a result that fails this case's test"):
         check("sample", too_hot, hidden=True, seed=0)
 
 

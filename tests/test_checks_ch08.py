@@ -275,7 +275,9 @@ def test_values_at_padded_positions_are_not_graded_and_real_ones_are():
     off = right.clone()
     off[0, 0, 0] += 0.01
     assert case_problem(c, c.cases[0], anything, (x, pad, params, n_head, norm_first), {}) is None
-    assert "row(s) 0 of 2" in case_problem(c, c.cases[0], off, (x, pad, params, n_head, norm_first), {})
+    # one wrong entry of a real position: named by its index in each dimension (batch row 0 of 2)
+    said = case_problem(c, c.cases[0], off, (x, pad, params, n_head, norm_first), {})
+    assert "only at index 0 of dimension 0 (1 is right)" in said, said
 
 
 def _by_hand_decoder(y, memory, pad, p, n_head, norm_first):

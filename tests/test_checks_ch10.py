@@ -38,7 +38,8 @@ CPU = torch.device("cpu")
 RIGHT = {task: answers[0] for task, answers in STUDENTS_RIGHT.items()}
 
 (test_every_task_has_a_right_answer_here,
- test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader) = contract_tests(CHECKS, RIGHT)
+ test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader) = contract_tests(
+    list(check.checks.values()), RIGHT)  # the code tasks and the thinking questions
 
 
 def _all_cases(task: str) -> int:
@@ -144,7 +145,8 @@ def test_every_mistakes_law_rejects_the_right_draws_somewhere(hidden):
 
 MISTAKES = [dict(choose="all"), dict(choose="no_pad"), dict(corrupt="all"), dict(labels="all"),
             dict(fates=(1.0, 0.0, 0.0)), dict(fates=(0.8, 0.02, 0.18)), dict(pool="all"), dict(labels="corrupted"),
-            dict(per="row"), dict(labels="inverted"), dict(labels="zero")]
+            dict(per="row"), dict(per="floor"), dict(pool="batch"), dict(redraw="never"), dict(labels="inverted"),
+            dict(labels="zero")]
 
 
 def test_the_mistakes_laws_are_the_mutants():

@@ -136,13 +136,14 @@ def test_the_job_folder_holds_the_students_cells_and_no_test_inputs(monkeypatch)
 
 
 @pytest.mark.slow
-def test_replies_forged_on_the_channel_are_ignored_and_reported(monkeypatch):
+def test_replies_forged_on_the_channel_are_ignored_and_flag_the_notebook(monkeypatch):
     from hostile_corpus import WRONG
     graded, _, verdicts = _graded_with(monkeypatch, FORGES_REPLIES, after="setup",
                                        answers={"ffnn_forward": WRONG["ffnn_forward"]})
     assert not verdicts["test_ffnn_forward"].passed and not verdicts["hidden_ffnn_forward"].passed
-    assert verdicts["hidden_cross_entropy"].passed, "an honest answer next to the forgery is still graded"
     assert any("grader's channel" in t for t in graded.tampering), graded.tampering
+    # forging the grader's replies is tampering: under the one flagging rule no task earns credit (README)
+    assert not any(v.passed for v in verdicts.values()), {k: v.passed for k, v in verdicts.items()}
 
 
 @pytest.mark.slow
@@ -365,8 +366,8 @@ def train_lm(train_ids, vocab_size):
 
 @pytest.mark.slow
 def test_training_time_is_measured_where_the_student_cannot_fake_it(monkeypatch):
-    from lmbook.tasks import ch01
-    monkeypatch.setattr(ch01, "TRAIN_TIME_LIMIT_S", 2.0)  # read by the judge, outside the sandbox
+    from lmbook.tasks.ch01 import train_lm
+    monkeypatch.setattr(train_lm, "TRAIN_TIME_LIMIT_S", 2.0)  # read by the judge, outside the sandbox
     _, _, verdicts = _graded_with(monkeypatch, "x = 1", after="setup", answers={"train_lm": FAKES_TIME})
     assert "training took" in verdicts["test_train_lm"].lines[0], verdicts["test_train_lm"].lines
     seconds = float(verdicts["test_train_lm"].lines[0].split("training took ")[1].split(" s")[0])

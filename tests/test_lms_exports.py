@@ -361,7 +361,8 @@ def test_a_notebook_large_only_because_of_its_outputs_is_graded(tmp_path):
     assert nb is not None and st.status == "graded", st.status
     assert all(c.get("outputs", []) == [] for c in nb.cells)
     assert [c.source for c in nb.cells] == [c.source for c in fill(GOOD).cells], "code or text was lost"
-    assert any("mostly saved outputs; they were removed before grading" in n for n in st.notes), st.notes
+    said = "mostly saved outputs or pasted images; they were removed before grading"
+    assert any(said in n for n in st.notes), st.notes
 
 
 def test_a_notebook_with_too_much_code_and_text_is_refused_with_its_size(tmp_path):
@@ -603,7 +604,8 @@ BATCH = {
     "old_jupyter": ("old_jupyter", FULL, "graded", "repaired the notebook file"),
     "symlinked": ("symlinked", ZERO, f"not graded: the notebook {NOTEBOOK} is a symbolic link", ""),
     "peeker": ("peeker", ZERO, "graded", f"ignored a symbolic link: backup/{NOTEBOOK}"),
-    "big_outputs": ("big_outputs", FULL, "graded", "mostly saved outputs; they were removed before grading"),
+    "big_outputs": ("big_outputs", FULL, "graded",
+                    "mostly saved outputs or pasted images; they were removed before grading"),
     "too_large": ("too_large", ZERO, "notebook too large: 2", ""),
     "bad_json": ("bad_json", ZERO, "unreadable notebook (the file is not valid JSON", ""),
 }

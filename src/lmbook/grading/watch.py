@@ -255,6 +255,16 @@ def install_thread_hooks() -> None:
         plumbing(hooked)  # starting a thread (tqdm's monitor, a pool's worker) is not calling the grader
 
 
+def _called_by_import_system(frame, depth: int = 12) -> bool:
+    """Whether this call is part of an import in progress (a finder, a module's body, what they call)."""
+    back = frame.f_back
+    while back is not None and depth > 0:
+        if back.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        back, depth = back.f_back, depth - 1
+    return False
+
+
 def _strangers() -> list[int]:
     """Threads running Python that the hooks did not start and were not there when they were installed."""
     found = []
@@ -332,6 +342,8 @@ class CallWatch:
             code = frame.f_code
             kind = self._kinds.get(code)
             if kind is None:
+                if _called_by_import_system(frame):  # a finder or a module's body, run by an import: not a call
+                    return                           # the answer made (and not memoized: it may call it later)
                 kind = self._kinds[code] = self._kind_of(code, frame)
             if kind is _GRADER_CODE:
                 if not _called_by_grader(frame.f_back):
