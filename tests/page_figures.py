@@ -27,8 +27,9 @@ from pathlib import Path
 FIGURE_MAKERS = {"subplots", "figure", "subplot", "subplot_mosaic"}
 # lmbook functions that create a figure of their own: plot_history (when given no axes), a Diagram
 LIBRARY_DRAWERS = {"plot_history", "Diagram"}
-# modules of ready-made diagrams, every function of which returns a Diagram (lmbook.diagram itself holds the primitives)
-DIAGRAM_MODULE = re.compile(r"lmbook\.diagram_\w+")
+# modules of ready-made diagrams, every function of which returns a Diagram (lmbook.diagram itself holds the
+# primitives): lmbook.diagram_seq, lmbook.diagram_modern, lmbook.attention_diagrams, lmbook.pretraining_diagrams
+DIAGRAM_MODULE = re.compile(r"lmbook\.(diagram_\w+|\w+_diagrams)")
 HIDDEN_OUTPUT_TAGS = {"remove-output", "remove-cell"}
 IMAGE_MIMES = {"image/png": "png", "image/svg+xml": "svg", "image/jpeg": "jpg"}
 
