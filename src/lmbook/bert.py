@@ -117,7 +117,9 @@ class BERT(nn.Module):
         Hugging Face takes it. Returns h (B, n, d) and pooled (B, d)."""
         n = ids.shape[1]
         if n > self.config.max_position:
-            raise ValueError(f"{n} tokens, more than max_position={self.config.max_position}")
+            raise ValueError(
+                f"{n} tokens, more than max_position={self.config.max_position}"
+            )
         if segments is None:
             segments = torch.zeros_like(ids)
         # lmbook's masks: True = may attend
