@@ -3,6 +3,7 @@ into torch's own modules (the references), and the names of torch's ready-made l
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
 import torch
@@ -90,3 +91,15 @@ def in_dtype(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         return x.to(dtype)
     x = x.double()
     return x + x * 2.0 ** -25 * torch.cos(x * 7919.0)
+
+
+def as_int(out) -> int | None:
+    """A whole-number answer as a Python int: an int, a whole float, a one-element integer tensor (never a bool);
+    None for anything else (the questions that ask for a count compare it with this)."""
+    if isinstance(out, torch.Tensor) and out.numel() == 1 and not out.is_floating_point():
+        out = out.item()
+    if isinstance(out, float) and out.is_integer():
+        out = int(out)
+    if isinstance(out, bool) or not isinstance(out, numbers.Integral):
+        return None
+    return int(out)

@@ -14,13 +14,12 @@ positions its forward pass reads).
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_value
 from ..common import COURSE
+from ..common import as_int as _as_int
 
 MODULES = (*COURSE, "lmbook.gpt", "lmbook.generate", "transformers")
 # Not `numel`: torch calls it inside its own layers (a model built on the meta device and counted by shapes is a
@@ -28,14 +27,6 @@ MODULES = (*COURSE, "lmbook.gpt", "lmbook.generate", "transformers")
 ATTRS = ("gpt", "transformers", "count_parameters", "num_parameters")
 
 
-def _as_int(out) -> int | None:
-    if isinstance(out, torch.Tensor) and out.numel() == 1 and not out.is_floating_point():
-        out = out.item()
-    if isinstance(out, float) and out.is_integer():
-        out = int(out)
-    if isinstance(out, bool) or not isinstance(out, numbers.Integral):
-        return None
-    return int(out)
 
 
 def _int_compare(what: str):

@@ -13,12 +13,11 @@ T5's span corruption done by hand.
 
 from __future__ import annotations
 
-import numbers
-
 import torch
 
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_scalar_mismatch, describe_value
+from ..common import as_int as _as_int
 
 MODULES = ("lmbook.bert", "lmbook.bert_finetune", "lmbook.transformer", "lmbook.gpt", "transformers",
            "tokenizers")
@@ -36,14 +35,6 @@ def _prob_compare(out, ref) -> str | None:
     return describe_scalar_mismatch(out, ref, rtol=1e-9, atol=1e-12, accept=("number", "tensor"))
 
 
-def _as_int(out) -> int | None:
-    if isinstance(out, torch.Tensor) and out.numel() == 1 and not out.is_floating_point():
-        out = out.item()
-    if isinstance(out, float) and out.is_integer():
-        out = int(out)
-    if isinstance(out, bool) or not isinstance(out, numbers.Integral):
-        return None
-    return int(out)
 
 
 def _draw_rates(g):

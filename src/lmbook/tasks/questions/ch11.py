@@ -14,13 +14,13 @@ lmbook's measured cache, and against autograd's derivative of the DPO loss.
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_scalar_mismatch, describe_value
 from ..ch11.shared import ATTRS, MODULES
+from ..common import as_int as _as_int
 
 
 def _fixed(*args):
@@ -29,14 +29,6 @@ def _fixed(*args):
     return make
 
 
-def _as_int(out) -> int | None:
-    if isinstance(out, torch.Tensor) and out.numel() == 1 and not out.is_floating_point():
-        out = out.item()
-    if isinstance(out, float) and out.is_integer():
-        out = int(out)
-    if isinstance(out, bool) or not isinstance(out, numbers.Integral):
-        return None
-    return int(out)
 
 
 def _int_compare(unit: str):
