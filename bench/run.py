@@ -964,8 +964,8 @@ def _gpu_section(r: dict) -> list[str]:
     why = (check or {}).get("stages", {}).get("pages", {}).get("not_measured", {})
     lines += ["| chapter | run time (wall) | peak GPU memory (torch's allocator, reserved) | kernel peak RSS |",
               "|---|---|---|---|"]
-    for stem, by_device in chapters.items():
-        e = by_device.get("cuda")
+    for stem in sorted(set(chapters) | {p.stem for p in book_pages()}):
+        e = chapters.get(stem, {}).get("cuda")
         if e is None:
             lines.append(f"| {stem} | not measured{f' ({why[stem]})' if stem in why else ''} | | |")
             continue
@@ -974,11 +974,13 @@ def _gpu_section(r: dict) -> list[str]:
                  f" (measured {e.get('date', '?')}, commit `{e.get('commit', '?')[:12]}`)")
         lines.append(f"| {stem}{stamp} | {_fmt(e['seconds'])} | {gpu_mem} | {_fmt(e['peak_rss_mib'], 'MiB', 0)} |")
     measured = {stem: by["cuda"] for stem, by in chapters.items() if "cuda" in by}
+    dry = bool((check or {}).get("dry_run"))
     if measured:
         lines += ["", "Each headline on the GPU next to the CPU's (the CPU's median ± tolerance over its seeds; the "
                   "GPU's one run). Timings and speed-ups belong to each device; quality figures should agree within "
                   "the CPU's tolerance.", "",
-                  "| chapter | result | measured as | CPU | CUDA |", "|---|---|---|---|---|"]
+                  f"| chapter | result | measured as | CPU | {'dry run (CPU)' if dry else 'CUDA'} |",
+                  "|---|---|---|---|---|"]
         for stem, e in measured.items():
             cpu_models = chapters[stem].get("cpu", {}).get("models", {})
             for key in dict.fromkeys([*cpu_models, *e["models"]]):
