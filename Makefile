@@ -129,7 +129,8 @@ grade-demo: install
 	rm -rf grading-demo && $(BIN)/python autograder/make_samples.py grading-demo/submissions $$($(BIN)/python -m lmbook.tasks)
 	$(BIN)/lmbook-grade grading-demo/submissions --assignment all --out grading-demo
 
-# Full benchmarks (about 20 minutes): BENCHMARKS.md and bench/results.json, read by the chapters' "expected" boxes.
+# Full benchmarks (over an hour on 2 cores): BENCHMARKS.md and bench/results.json, read by the chapters' "expected"
+# boxes. Fails at the end, after writing everything, when a page is over the budget of 2 minutes and 2 GiB.
 bench: install
 	$(BIN)/python bench/run.py
 
@@ -137,7 +138,7 @@ bench: install
 bench-chapters: install
 	$(BIN)/python bench/run.py --chapters $(CHAPTERS)
 
-# Under 5 minutes, into bench/quick/ (the published results are untouched).
+# Every part once, at small sizes, without the book builds, into bench/quick/ (the published results are untouched).
 bench-quick: install
 	$(BIN)/python bench/run.py --quick
 

@@ -108,3 +108,11 @@ def test_a_page_still_running_when_time_is_up_is_stopped_and_its_row_says_so(tmp
 def test_an_unknown_page_is_named(tmp_path):
     r = gpu_check("--dry-run", "--pages", "ch99_nothing", "--out", str(tmp_path))
     assert r.returncode == 2 and "no such page: ch99_nothing" in r.stdout, r.stdout + r.stderr
+
+
+def test_make_gpu_check_runs_the_script_with_the_given_python_and_arguments():
+    r = subprocess.run(["make", "-n", "gpu-check", "GPU_PYTHON=python3", "GPU_CHECK_ARGS=--dry-run"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines() == ["python3 bench/gpu_check.py --dry-run"], (
+        "with GPU_PYTHON the target should set nothing up (a GPU machine's own Python) and run only the check")
