@@ -5,7 +5,8 @@
     python bench/gpu_check.py --dry-run --out DIR         # the same plan, small, on the CPU (the tests run it)
 
 Three stages, in order, each with its share of the time budget (``--budget``, 480 s), each printing its
-progress and writing what it has as it goes, so that a run cut off still leaves figures:
+progress and writing what it has as it goes, so that a run cut off still leaves figures (a stage that crashes
+costs only itself; stopping the check stops every page and test it started):
 
 1. **tests**, with ``LMBOOK_DEVICE=cuda``: the device choice (tests/test_device.py), every exercise's checks
    against their references (tests/test_checks*.py: each check runs on ``lmbook.get_device()``), and every
@@ -17,7 +18,8 @@ progress and writing what it has as it goes, so that a run cut off still leaves 
    peak GPU memory, and each headline next to the CPU's (the appendix's bf16, fused-attention, torch.compile
    and MFU figures among them). A page still running when the time is up is stopped and its row says so.
 
-Without CUDA it says so in one line and exits with status 2 (as it does when a package it needs is missing).
+Without CUDA it says so in one line and exits with status 2, as it does when lmbook's own packages are missing; a
+stage whose packages are missing is not run, and its row says which.
 It exits with 1 when a test, the grader or a page failed or was not measured, and with 0 when all passed.
 """
 
@@ -35,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,9 +45,12 @@ sys.path.insert(0, str(ROOT / "autograder"))
 if importlib.util.find_spec("lmbook") is None:  # a GPU machine's own Python, lmbook not installed: the checkout's
     sys.path.insert(0, str(ROOT / "src"))
 
-# What the stages need, by import name: a missing one is said in one line before anything runs.
-NEEDS = ("torch", "numpy", "matplotlib", "ipywidgets", "nbformat", "nbclient", "ipykernel", "myst_nb", "nbgrader",
-         "pytest", "xdist", "psutil", "transformers", "tiktoken", "sacrebleu", "regex", "lmbook")
+# What it needs, by import name: lmbook's own needs for anything to run, and each stage's. A stage whose packages
+# are missing is not run, and says so (a GPU machine with a Python of its own may have room for only some).
+BASE = ("torch", "numpy", "matplotlib", "tqdm", "regex", "sacrebleu", "lmbook")
+STAGE_NEEDS = {"tests": ("pytest", "xdist", "nbformat", "nbclient", "ipykernel"),
+               "grader": ("nbgrader", "nbformat"),
+               "pages": ("nbformat", "nbclient", "ipykernel", "myst_nb", "ipywidgets", "transformers", "tiktoken")}
 STAGES = ("tests", "grader", "pages")
 TESTS = ["tests/test_device.py", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_checks*.py")),
          "tests/test_exercises.py::test_solution_notebook_runs_and_passes_every_test"]
@@ -61,8 +67,8 @@ def say(t0: float, text: str) -> None:
     print(f"[{time.monotonic() - t0:5.0f} s] {text}", flush=True)
 
 
-def missing_packages() -> list[str]:
-    return [name for name in NEEDS if importlib.util.find_spec(name) is None]
+def missing_packages(names) -> list[str]:
+    return [name for name in names if importlib.util.find_spec(name) is None]
 
 
 def env_for(device: str, threads: int | None = None, **extra: str) -> dict:
@@ -76,13 +82,32 @@ def env_for(device: str, threads: int | None = None, **extra: str) -> dict:
     return env
 
 
+LIVE: set[subprocess.Popen] = set()  # the processes started and not yet ended: stopped if this one is
+
+
+def spawn(cmd: list[str], **kwargs) -> subprocess.Popen:
+    """Start a stage's process in a process group of its own, so that it can be stopped with all it started."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, **kwargs)
+    LIVE.add(proc)
+    return proc
+
+
+def ended(proc: subprocess.Popen) -> None:
+    LIVE.discard(proc)
+
+
 def stop(proc: subprocess.Popen) -> None:
-    """Stop a stage's process and everything it started (each runs in a process group of its own)."""
+    """Stop a stage's process and everything it started."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     proc.wait()
+    ended(proc)
+
+
+def _stopped(signum, frame):
+    raise SystemExit(128 + signum)  # unwinds through main's finally, which stops every process still running
 
 
 # ----------------------------------------------------------------------------- 1. tests
@@ -101,8 +126,7 @@ def run_tests(targets: list[str], device: str, workers: int, deadline: float, t0
     with tempfile.TemporaryDirectory(prefix="lmbook-gpu-tests-") as tmp:
         log = Path(tmp) / "pytest.log"
         with log.open("w") as out:
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=env_for(device), stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = spawn(cmd, env=env_for(device), stdout=out, stderr=subprocess.STDOUT)
         reader, pending = log.open(errors="replace"), ""
         last_said, cut = time.monotonic(), False
         while True:
@@ -119,6 +143,7 @@ def run_tests(targets: list[str], device: str, workers: int, deadline: float, t0
                         failed.append(node.group(1))
                         say(t0, f"  tests: {status.group(1)} {node.group(1)}")
             if finished:
+                ended(proc)
                 break
             if time.monotonic() >= deadline:
                 stop(proc)
@@ -162,10 +187,10 @@ def run_grader(assignment: str, device: str, samples: list[str] | None, deadline
                "--course", str(ROOT / "autograder"), *([] if sandboxed else ["--no-sandbox"])]
         how = "sandboxed" if sandboxed else "unsandboxed (no bubblewrap on this machine)"
         started = time.monotonic()
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env_for(device, 1), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        proc = spawn(cmd, env=env_for(device, 1), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             output, _ = proc.communicate(timeout=max(deadline - time.monotonic(), 1))
+            ended(proc)
         except subprocess.TimeoutExpired:
             stop(proc)
             return {"summary": f"lmbook-grade {how} on {assignment}'s {len(names)} samples: **cut off at its time "
@@ -178,14 +203,22 @@ def run_grader(assignment: str, device: str, samples: list[str] | None, deadline
         with (out / "grades.csv").open(newline="") as f:
             rows = {row["student"]: row for row in csv.DictReader(f)}
         phases = json.loads((out / "summary.json").read_text()).get("phase_seconds", {})
-    full = float(rows["correct"]["total"]) == float(rows["correct"]["max"])
-    zero = float(rows["blank"]["total"]) == 0
+    correct, blank = rows.get("correct", {}), rows.get("blank", {})
+    full = _number(correct.get("total")) is not None and _number(correct.get("total")) == _number(correct.get("max"))
+    zero = _number(blank.get("total")) == 0
     return {"summary": f"lmbook-grade {how} on {assignment}'s {len(names)} samples with LMBOOK_DEVICE={device}: "
                        f"{seconds:.0f} s; correct sample {'full marks' if full else '**not full marks**'} "
-                       f"({rows['correct']['total']}/{rows['correct']['max']}), blank sample "
-                       f"{'0' if zero else '**' + rows['blank']['total'] + '**'}",
+                       f"({correct.get('total')}/{correct.get('max')}, {correct.get('status')}), blank sample "
+                       f"{'0' if zero else '**' + str(blank.get('total')) + '**'} ({blank.get('status')})",
             "ok": full and zero, "seconds": seconds, "sandboxed": sandboxed, "phases_s": phases,
             "totals": {name: row["total"] for name, row in rows.items()}}
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
 
 
 # ----------------------------------------------------------------------------- 3. the pages
@@ -201,14 +234,14 @@ def run_pages(pages: list[Path], device: str, concurrency: int, threads: int, de
                 path = queue.pop(0)
                 out, err = Path(tmp) / f"{path.stem}.out", Path(tmp) / f"{path.stem}.err"
                 with out.open("w") as o, err.open("w") as e:
-                    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "execute_notebook.py"), str(path)],
-                                            cwd=ROOT, env=env_for(device, threads, LMBOOK_SEED="0"), stdout=o,
-                                            stderr=e, start_new_session=True)
+                    proc = spawn([sys.executable, str(ROOT / "bench" / "execute_notebook.py"), str(path)],
+                                 env=env_for(device, threads, LMBOOK_SEED="0"), stdout=o, stderr=e)
                 running[path.stem] = (proc, (out, err), time.monotonic())
                 say(t0, f"  pages: {path.stem} started ({len(running)} running, {len(queue)} waiting)")
             for stem, (proc, (out, err), started) in list(running.items()):
                 if proc.poll() is None:
                     continue
+                ended(proc)
                 del running[stem]
                 try:
                     if proc.returncode != 0:
@@ -251,13 +284,14 @@ def plan(a, pages: list[Path], device: str, gpu: str) -> list[str]:
     n = 1
     if "tests" in a.stages:
         workers = f"{a.workers} pytest worker{'s' if a.workers > 1 else ''}"
-        lines.append(f"  {n}. tests, LMBOOK_DEVICE={device}, {workers}, at most {SHARE['tests']:.0f} s: "
+        lines.append(f"  {n}. tests, LMBOOK_DEVICE={device}, {workers}, at most {a.share['tests']:.0f} s: "
                      f"{' '.join(tests)}")
         n += 1
     if "grader" in a.stages:
         which = f"samples {' and '.join(DRY['samples'])}" if a.dry_run else "sample class"
-        lines.append(f"  {n}. grader, at most {SHARE['grader']:.0f} s: lmbook-grade on exercise {GRADER_ASSIGNMENT}'s "
-                     f"{which}, LMBOOK_DEVICE={device}, {'sandboxed' if shutil.which('bwrap') else 'unsandboxed'}")
+        lines.append(f"  {n}. grader, at most {a.share['grader']:.0f} s: lmbook-grade on exercise "
+                     f"{GRADER_ASSIGNMENT}'s {which}, LMBOOK_DEVICE={device}, "
+                     f"{'sandboxed' if shutil.which('bwrap') else 'unsandboxed'}")
         n += 1
     if "pages" in a.stages:
         lines.append(f"  {n}. pages, until {a.budget - WRITE_S:.0f} s: {len(pages)} page(s) on {device}, "
@@ -282,11 +316,22 @@ def write(results: dict, js: Path, md: Path, report) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    before = signal.signal(signal.SIGTERM, _stopped)
+    try:
+        return check_book(argv)
+    finally:  # stopped (Ctrl-C, SIGTERM, a crash): leave no page, kernel or test running behind
+        for proc in list(LIVE):
+            stop(proc)
+        signal.signal(signal.SIGTERM, before)
+
+
+def check_book(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dry-run", action="store_true",
                     help="print the plan and run it on the CPU, at its smallest, into --out "
                          "(default bench/quick/gpu-check-dry-run/)")
-    ap.add_argument("--budget", type=float, default=480.0, help="seconds for everything (default 480)")
+    ap.add_argument("--budget", type=float, help="seconds for everything (default 480; a dry run: 3600, and no "
+                                                   "stage has a share of its own, so that a slow CPU fails nothing)")
     ap.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES), help="run only these stages")
     ap.add_argument("--pages", nargs="+", metavar="STEM", help="only these pages (default: every page)")
     ap.add_argument("--concurrency", type=int, help="pages at a time (default: one per 3 cores, at most 5)")
@@ -296,10 +341,14 @@ def main(argv: list[str] | None = None) -> int:
                                              "of the published ones (default: the published ones themselves)")
     a = ap.parse_args(argv)
     t0 = time.monotonic()
+    a.budget = a.budget or (3600.0 if a.dry_run else 480.0)
+    a.share = {stage: a.budget if a.dry_run else seconds for stage, seconds in SHARE.items()}
 
-    missing = missing_packages()
-    if missing:
-        print(f"gpu-check: missing Python packages: {', '.join(missing)}; install the project (make install, with a "
+    missing = missing_packages(BASE)
+    lacking = {stage: missing_packages(STAGE_NEEDS[stage]) for stage in a.stages}
+    if missing or all(lacking.values()):
+        names = sorted(set(missing) | {n for m in lacking.values() for n in m})
+        print(f"gpu-check: missing Python packages: {', '.join(names)}; install the project (make install, with a "
               "CUDA build of torch: see the README's GPU section) or run it with a Python that has them.")
         return 2
     import torch
@@ -347,34 +396,37 @@ def main(argv: list[str] | None = None) -> int:
         "gpu": gpu, "dry_run": a.dry_run, "device": device, "started": bench._now(), "commit": git["commit"],
         "clean": git["clean"], "torch": torch.__version__, "cuda": torch.version.cuda, "concurrency": a.concurrency,
         "threads_per_page": a.threads, "budget_s": a.budget, "plan": plan(a, pages, device, gpu),
-        "stages": {s: {"summary": "not run yet"} for s in a.stages}}
+        "stages": {s: {"summary": "not run yet"} for s in STAGES if s in a.stages}}
+    for stage, names in lacking.items():
+        if names:
+            check["stages"][stage] = {"summary": f"not run: missing Python packages: {', '.join(names)}", "ok": False}
+            say(t0, f"{stage}: {check['stages'][stage]['summary']}")
+    a.stages = [s for s in a.stages if not lacking[s]]
     write(results, a.json, a.md, bench.report)
     end = t0 + a.budget - WRITE_S
 
-    if "tests" in a.stages:
-        say(t0, "tests...")
-        check["stages"]["tests"] = st = run_tests(DRY["tests"] if a.dry_run else TESTS, device, a.workers,
-                                                  min(time.monotonic() + SHARE["tests"], end), t0)
-        say(t0, f"tests: {st['summary']}")
+    def done(stem: str, result: dict) -> None:  # a page ended: its row, written at once
+        entry = bench.chapter_entry(stem, [result], git, strict=False)
+        entry["device"] = f"{device} ({gpu})"
+        results.setdefault("chapters", {}).setdefault(stem, {})["cuda"] = entry
         write(results, a.json, a.md, bench.report)
-    if "grader" in a.stages:
-        say(t0, "grader...")
-        check["stages"]["grader"] = st = run_grader(GRADER_ASSIGNMENT, device, DRY["samples"] if a.dry_run else None,
-                                                    min(time.monotonic() + SHARE["grader"], end))
-        say(t0, f"grader: {st['summary']}")
+
+    runs = {"tests": lambda: run_tests(DRY["tests"] if a.dry_run else TESTS, device, a.workers,
+                                       min(time.monotonic() + a.share["tests"], end), t0),
+            "grader": lambda: run_grader(GRADER_ASSIGNMENT, device, DRY["samples"] if a.dry_run else None,
+                                         min(time.monotonic() + a.share["grader"], end)),
+            "pages": lambda: run_pages(pages, device, a.concurrency, a.threads, end, t0, done)}
+    for stage in (s for s in STAGES if s in a.stages):
+        say(t0, f"{stage}...")
+        check["stages"][stage] = {"summary": "running"}
+        try:
+            check["stages"][stage] = runs[stage]()
+        except Exception as e:  # noqa: BLE001 - one stage's crash must not cost the others their figures
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            check["stages"][stage] = {"summary": f"**crashed**: {type(e).__name__}: {str(e)[:300]} "
+                                                 f"({Path(where.filename).name}:{where.lineno})", "ok": False}
+        say(t0, f"{stage}: {check['stages'][stage]['summary']}")
         write(results, a.json, a.md, bench.report)
-    if "pages" in a.stages:
-        say(t0, "pages...")
-        check["stages"]["pages"] = {"summary": "running", "not_measured": {}}
-
-        def done(stem: str, result: dict) -> None:
-            entry = bench.chapter_entry(stem, [result], git, strict=False)
-            entry["device"] = f"{device} ({gpu})"
-            results.setdefault("chapters", {}).setdefault(stem, {})["cuda"] = entry
-            write(results, a.json, a.md, bench.report)
-
-        check["stages"]["pages"] = st = run_pages(pages, device, a.concurrency, a.threads, end, t0, done)
-        say(t0, f"pages: {st['summary']}")
     check["seconds"] = time.monotonic() - t0
     write(results, a.json, a.md, bench.report)
     ok = all(s.get("ok") for s in check["stages"].values())

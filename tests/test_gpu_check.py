@@ -35,15 +35,43 @@ def test_without_cuda_it_says_so_in_one_line_and_fails():
     assert digest(PUBLISHED) == before, "a refused run must not touch the published results"
 
 
-def test_a_missing_package_is_named_in_one_line(monkeypatch, capsys):
+def load_gpu_check():
     spec = importlib.util.spec_from_file_location("lmbook_gpu_check", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    monkeypatch.setattr(module, "NEEDS", (*module.NEEDS, "no_such_package_for_lmbook"))
+    return module
+
+
+def test_a_missing_package_of_lmbooks_own_is_named_in_one_line(monkeypatch, capsys):
+    module = load_gpu_check()
+    monkeypatch.setattr(module, "BASE", (*module.BASE, "no_such_package_for_lmbook"))
     assert module.main(["--dry-run"]) == 2
     out = capsys.readouterr().out
     assert out.startswith("gpu-check: missing Python packages: no_such_package_for_lmbook;"), out
     assert out.count("\n") == 1, out
+
+
+def test_a_stage_whose_packages_are_missing_is_not_run_and_says_which(monkeypatch, capsys, tmp_path):
+    module = load_gpu_check()
+    monkeypatch.setitem(module.STAGE_NEEDS, "grader", ("nbgrader", "no_such_package_for_lmbook"))
+    assert module.main(["--dry-run", "--stages", "tests", "grader", "--out", str(tmp_path)]) == 1
+    stages = json.loads((tmp_path / "results.json").read_text())["gpu_check"]["stages"]
+    assert stages["grader"]["summary"] == "not run: missing Python packages: no_such_package_for_lmbook", stages
+    assert stages["tests"]["ok"], "the stage that has its packages runs"
+    assert "grader: not run: missing Python packages: no_such_package_for_lmbook" in capsys.readouterr().out
+
+
+def test_a_stage_that_crashes_is_recorded_and_the_run_goes_on(monkeypatch, capsys, tmp_path):
+    module = load_gpu_check()
+
+    def crash(*args, **kwargs):
+        raise ValueError("could not convert string to float: ''")
+
+    monkeypatch.setattr(module, "run_grader", crash)
+    assert module.main(["--dry-run", "--stages", "grader", "--out", str(tmp_path)]) == 1
+    grader = json.loads((tmp_path / "results.json").read_text())["gpu_check"]["stages"]["grader"]
+    assert grader["summary"].startswith("**crashed**: ValueError: could not convert"), grader
+    assert "gpu-check did NOT pass" in capsys.readouterr().out
 
 
 @pytest.fixture(scope="module")
@@ -92,17 +120,35 @@ def test_the_dry_runs_report_says_it_was_no_gpu(dry):
     assert f"| {stem} | " in gpu and "| not measured |" in gpu, gpu  # the measured page, and the others not
 
 
-def test_a_page_still_running_when_time_is_up_is_stopped_and_its_row_says_so(tmp_path):
-    # 25 s in all, 10 of them kept for writing: the page starts within seconds (on a loaded machine too) and gets
-    # less than 15 s, far less than the appendix needs (minutes on the CPU).
-    r = gpu_check("--dry-run", "--stages", "pages", "--pages", "appendix_gpu", "--budget", "25", "--out", str(tmp_path))
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "appendix_gpu stopped, out of time" in r.stdout, r.stdout
-    results = json.loads((tmp_path / "results.json").read_text())
-    assert "cuda" not in results["chapters"]["appendix_gpu"]
-    why = results["gpu_check"]["stages"]["pages"]["not_measured"]["appendix_gpu"]
+def test_a_page_still_running_when_time_is_up_is_stopped_and_said(capsys):
+    import time
+
+    module = load_gpu_check()
+    written = []
+    # 2 s from now: the page starts at once and cannot end by then (its kernel alone takes longer to start).
+    st = module.run_pages([ROOT / "book" / "appendix_gpu.md"], "cpu", 1, 1, time.monotonic() + 2, time.monotonic(),
+                          lambda stem, result: written.append(stem))
+    assert written == [] and st["measured"] == [] and not st["ok"], st
+    why = st["not_measured"]["appendix_gpu"]
     assert why.startswith("stopped after") and why.endswith("out of time"), why
-    assert f"| appendix_gpu | not measured ({why}) |" in (tmp_path / "BENCHMARKS.md").read_text()
+    assert "appendix_gpu stopped, out of time" in capsys.readouterr().out
+    assert not module.LIVE, "the stopped page's process is still listed as running"
+
+
+def test_stopping_it_stops_the_pages_it_started(tmp_path):
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), "--dry-run", "--stages", "pages", "--pages", "appendix_gpu",
+                             "--out", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    for line in proc.stdout:  # the page has started: its process (and soon its kernel) run under this one
+        if "appendix_gpu started" in line:
+            break
+    started = psutil.Process(proc.pid).children(recursive=True)
+    assert started, "the page's process should be running"
+    proc.terminate()
+    assert proc.wait() == 128 + 15, "SIGTERM should end it with 143"
+    gone, alive = psutil.wait_procs(started, timeout=30)
+    assert not alive, f"left running after gpu_check was stopped: {[p.cmdline() for p in alive]}"
 
 
 def test_an_unknown_page_is_named(tmp_path):
