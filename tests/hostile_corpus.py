@@ -275,8 +275,9 @@ pool.submit(int).result()  # the pool's thread runs from here on
 ops = torch.ops.aten
 name = "_log_" + "softmax\""""
 RUN_TIME_ROUTES = {
-    "thread_pool_operator": ("def log_softmax(x, dim=-1):\n"
-                             "    return pool.submit(getattr(ops, name), x, dim, False).result()"),
+    # a pool of its own: a hidden test runs in a fresh process, where threads of earlier cells do not exist
+    "thread_pool_operator": ("def log_softmax(x, dim=-1):\n    with ThreadPoolExecutor(1) as own:\n"
+                             "        return own.submit(getattr(ops, name), x, dim, False).result()"),
     "tensor_computed_when_read": ("class Later(torch.Tensor):\n    def numpy(self, *args, **kwargs):\n"
                                   "        return getattr(ops, name)(*type(self).todo, False).numpy()\n\n"
                                   "def log_softmax(x, dim=-1):\n    Later.todo = (x, dim)\n"
@@ -286,8 +287,8 @@ RUN_TIME_ROUTES = {
     "graders_own_reference": "def log_softmax(x, dim=-1):\n    return check.checks['log_softmax'].reference(x, dim)",
 }
 RUN_TIME_EXPECTED = {
-    "thread_pool_operator": "ran torch's `_log_softmax` while it ran",
-    "tensor_computed_when_read": "ran torch's `_log_softmax` while it ran",
+    "thread_pool_operator": "torch's `_log_softmax` while it ran",  # called or ran: either watch may see it first
+    "tensor_computed_when_read": "torch's `_log_softmax` while it ran",
     "course_by_attribute_getter": "called `log_softmax` while it ran",
     "graders_own_reference": "lmbook.grading.checks",
 }
@@ -318,7 +319,8 @@ LEAK_MARK = "LEAKED-"
 LEAKING = {
     "log_softmax": ("def log_softmax(x, dim=-1):\n    m = x.amax(dim=dim, keepdim=True)\n"
                     "    if x.shape[-1] in (47, 5000, 1):  # hidden cases' sizes\n"
-                    f"        raise ValueError('{LEAK_MARK}' + str(x.flatten()[:4].tolist()))\n"
+                    # the mark is built at run time: the code itself, shown in the feedback, must not hold it
+                    f"        raise ValueError('{LEAK_MARK[:4]}' + '{LEAK_MARK[4:]}' + str(x.flatten()[:4].tolist()))\n"
                     "    return x - m - (x - m).exp().sum(dim=dim, keepdim=True).log()"),
     "cross_entropy": GOOD["cross_entropy"].replace(
         "    logp = ", "    if logits.shape[-1] in (47, 20, 30):\n"

@@ -191,7 +191,9 @@ def test_honest_habits_are_graded_like_the_solution(batch):
     assert row["status"] == "graded" and row["flagged"] == "", row
     assert "## honest_habits" not in batch["suspicious"]
     feedback = (batch["out"] / "feedback" / "honest_habits.html").read_text()
-    assert "largest difference" in feedback and "epoch 3: loss" in feedback  # the student's own output is shown
+    # the student's own cells' output is shown (what an answer prints while a test cell runs it is not: the
+    # test cell shows the checks' verdict)
+    assert "largest difference:" in feedback, "the scratch cell's printed output is missing from the feedback"
 
 
 # ----------------------------------------------------------------------------- wrong and correct implementations
@@ -282,11 +284,14 @@ def test_an_interrupted_batch_resumes_without_regrading_finished_students(tmp_pa
     cache = out / "course" / "lmbook_cache"
     # Killed when the first result is stored, however slow the machine: no deadline. With one worker the
     # next student is then mid-run (a sandbox start and a torch import take far longer than one poll).
-    while proc.poll() is None and not (cache.is_dir() and any(cache.glob("*.json"))):
+    def students_done() -> int:  # results of students (the reference solution's run is kept there too)
+        return len([p for p in cache.glob("*.json") if not p.name.startswith("reference-")]) if cache.is_dir() else 0
+
+    while proc.poll() is None and not students_done():
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)  # kill the grader and its workers mid-batch
     proc.wait()
-    done = len(list(cache.glob("*.json"))) if cache.is_dir() else 0
+    done = students_done()
     assert done >= 1, "the grader stopped before storing any result"
     assert done < len(keep), f"{done} of {len(keep)} results were stored: the batch was not interrupted half way"
     r = _grade(subs, out)
@@ -332,7 +337,8 @@ def test_jupyter_says_what_the_grader_says_cell_by_cell(batch, student):
                                4)
     graded = {c.metadata["nbgrader"]["grade_id"]: c for c in autograded.cells
               if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"]["grade_id"].startswith("test_")}
-    assert len(graded) == 5
+    # every visible test cell: the five code tasks' and the thinking questions'
+    assert {f"test_{task}" for task in TASKS} <= set(graded), sorted(graded)
     for cell in nb.cells:
         gid = cell.metadata.get("nbgrader", {}).get("grade_id", "")
         if gid in graded:

@@ -40,10 +40,13 @@ A = "ch05"  # no training task: seconds per notebook
 NB = notebook_name(A)
 STEM = NB.removesuffix(".ipynb")
 TASKS = ("qkv_projections", "masked_attention")  # 2 and 4 points (masked_attention: 1 visible + 3 hidden)
-# The class answers these two tasks; any other graded cell of the exercise (a thinking question) stays blank
-GOOD = {task: answer for task, answer in solution_answers(A).items() if task in TASKS}
-MAX = float(sum(c.metadata["nbgrader"]["points"] for c in nbformat.read(
-    ROOT / "solutions" / A / NB, as_version=4).cells if c.metadata.get("nbgrader", {}).get("grade")))
+# A notebook with answers answers every graded cell as the solution does (the thinking questions too); the
+# class's points differ in these two tasks only, and QUESTIONS is what the other cells are worth.
+GOOD = solution_answers(A)
+_GRADED = [c.metadata["nbgrader"] for c in nbformat.read(ROOT / "solutions" / A / NB, as_version=4).cells
+           if c.metadata.get("nbgrader", {}).get("grade")]
+MAX = float(sum(m["points"] for m in _GRADED))
+QUESTIONS = float(sum(m["points"] for m in _GRADED if not any(m["grade_id"].endswith(t) for t in TASKS)))
 NO_CAUSAL_MASK = '''
 def masked_attention(Q, K, V, key_mask, causal):
     scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
@@ -327,7 +330,8 @@ def _expected(lms_name: str) -> dict[str, float]:
     # Canvas marks Bob late in its names, Blackboard by his attempt's time after --due; Moodle's download says
     # neither (its own late handling applies in Moodle)
     late_known = lms_name != "moodle"
-    return {ids[who]: sum(points) - (PENALTY if late and late_known else 0.0)
+    # the questions' points go to every notebook with answers (the stub, Ann's, answers nothing)
+    return {ids[who]: sum(points) + (QUESTIONS if sum(points) else 0.0) - (PENALTY if late and late_known else 0.0)
             for who, (_, points, late) in CLASS.items()}
 
 
@@ -388,7 +392,7 @@ def test_late_submissions_are_marked_and_the_penalty_is_stated(trip):
 @pytest.mark.slow
 def test_blackboard_grades_the_latest_attempt_and_names_the_student_from_the_receipt(trip):
     row = next(r for r in trip["blackboard"]["rows"].values() if r["lms_id"] == "z_muller")
-    assert (row["student"], row["name"], float(row["total"])) == ("z_muller", "Zoë Müller", 6.0)
+    assert (row["student"], row["name"], float(row["total"])) == ("z_muller", "Zoë Müller", 6.0 + QUESTIONS)
     report = (trip["blackboard"]["out"] / "report.md").read_text(encoding="utf-8")
     assert "2 attempts: graded the latest, of 2026-02-28 18:30" in report
 

@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
 TOKEN = "lmbook-test"
 INSTRUCTOR_TOOLS = ["@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
-                    "@jupyter/nbgrader:course-list", "@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:menu"]
+                    "@jupyter/nbgrader:course-list", "@jupyter/nbgrader:assignment-list", "@jupyter/nbgrader:menu",
+                    # Validate runs nbgrader's own validation, which knows none of the grader's rules
+                    "@jupyter/nbgrader:validate-assignment"]
 pytestmark = pytest.mark.slow
 
 
@@ -80,7 +82,7 @@ def test_no_nbgrader_instructor_tool_reaches_the_students_lab(lab):
     _, page = _get(f"{lab}/lab?token={TOKEN}")
     config = json.loads(re.search(r'id="jupyter-config-data"[^>]*>\s*(\{.*?\})\s*</script>', page, re.S).group(1))
     assert set(INSTRUCTOR_TOOLS) <= set(config["disabledExtensions"]), config["disabledExtensions"]
-    for path in ("formgrader", "formgrader/api/assignments", "courses", "assignments"):
+    for path in ("formgrader", "formgrader/api/assignments", "courses", "assignments", "assignments/validate"):
         assert _get(f"{lab}/{path}?token={TOKEN}")[0] == 404, f"/{path} answers in the student's lab"
 
 
@@ -105,8 +107,10 @@ def test_clicking_the_chapter_link_opens_the_chapter(lab):
         link = page.locator(".jp-MarkdownOutput a", has_text="Chapter 5").first
         link.wait_for(timeout=120_000)
         menus = page.locator(".lm-MenuBar-itemLabel").all_inner_texts()
+        validate_buttons = page.locator(".jp-Toolbar").get_by_text("Validate", exact=True).count()
         link.click()
         page.locator(".lm-TabBar-tab", has_text="ch05_self_attention.md").first.click(timeout=60_000)
         page.locator(".jp-RenderedMarkdown h1", has_text="Self-attention").first.wait_for(timeout=60_000)
         browser.close()
     assert "Nbgrader" not in menus, menus
+    assert not validate_buttons, "nbgrader's Validate button is in the student's notebook toolbar"

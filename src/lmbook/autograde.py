@@ -127,9 +127,17 @@ def _read_results(st: Student, course: Path, assignment: str, autograded: Path, 
         if errors:
             e = errors[0]
             text = "\n".join(e.get("traceback", [])) or f"{e.get('ename')}: {e.get('evalue')}"
-            st.messages[task] = re.sub(r"\x1b\[[0-9;]*m", "", text).strip()[-1500:]
+            st.messages[task] = _head(re.sub(r"\x1b\[[0-9;]*m", "", text))
         elif partial and texts:
-            st.messages[task] = texts[-1].strip()[-1500:]
+            st.messages[task] = _head(texts[-1])
+
+
+def _head(message: str, limit: int = 1500, line_limit: int = 300) -> str:
+    """A check's message for the reports: its beginning, which says what failed and the likely cause (a pasted
+    smallest input after it can run to thousands of characters, and is in the student's feedback whole)."""
+    lines = [line if len(line) <= line_limit else line[:line_limit] + " …" for line in message.strip().splitlines()]
+    text = "\n".join(lines)
+    return text if len(text) <= limit else text[:limit].rstrip() + " …"
 
 
 def _cell_kinds(course: Path, assignment: str, notebook_stem: str) -> dict[str, str]:

@@ -431,11 +431,13 @@ def _clean_outputs(outputs, budget: list[int] | None = None) -> list[dict]:
 
 
 def notebook_time_limit(timeout: float, reference_seconds: float | None) -> float:
-    """The most a whole notebook may run: one cell at its full limit, and everything else ten times as long as
-    the reference solution took (what the exercise needs); without a reference run, three cells' limits."""
+    """The most a whole notebook may run on the clock: one cell at its full limit (a cell that waits without
+    computing runs sandbox.WALL_FACTOR times its CPU-time limit on the clock, and must cost only that cell), and
+    everything else ten times as long as the reference solution took (what the exercise needs); without a
+    reference run, three cells' limits on the clock."""
     if reference_seconds is None:
-        return max(900.0, 3 * timeout)
-    return timeout + max(120.0, 10 * reference_seconds)
+        return max(900.0, 3 * sandbox.WALL_FACTOR * timeout)
+    return sandbox.WALL_FACTOR * timeout + max(120.0, 10 * reference_seconds)
 
 
 def grade_notebook(nb, *, use_sandbox: bool = True, limits: sandbox.Limits | None = None,
