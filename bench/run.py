@@ -311,6 +311,17 @@ HEADLINES = {
         ("Llama 2 70B's sizes, 40 GB of 16-bit cache, 64 key/value heads: positions", "tokens_mha"),
         ("Llama 2 70B's sizes, 40 GB of 16-bit cache, 8 key/value heads: positions", "tokens_gqa"),
     ],
+    "ch11_in_context": [
+        ("tokens written twice, L = 12, V = 32: second-half loss (nats), 1 layer", "second1"),
+        ("the same, 2 layers", "second2"),
+        ("second-half loss, 1 layer minus 2 layers (nats)", "depth_gap"),
+        ("induction score of the best layer-2 head, 2 layers", "best_ind"),
+        ("previous-token score of the best layer-1 head, 2 layers", "best_prev"),
+        ("course's language, same-subject documents: loss on the subject noun after 1 example (nats)",
+         "bursty_k1"),
+        ("the same with no example (nats)", "bursty_k0"),
+        ("trained on independent sentences: subject-noun loss, no example minus k >= 1 (nats)", "plain_gain"),
+    ],
     "appendix_gpu": [
         ("validation loss, bf16 autocast − float32 (nats)", "val_gap"),
         ("bf16 autocast training speed ÷ float32", "bf16_speedup"),
