@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..grading.compare import describe_tensor_mismatch, describe_value, to_reference
+
 
 def randn(shape: Sequence[int], g: torch.Generator, device: torch.device, scale: float = 1.0,
           offset: float = 0.0) -> torch.Tensor:
@@ -103,3 +105,57 @@ def as_int(out) -> int | None:
     if isinstance(out, bool) or not isinstance(out, numbers.Integral):
         return None
     return int(out)
+
+
+def compare_whole_number(unit: str):
+    """A compare for a question whose answer is a count of ``unit`` (parameters, bytes, positions): the answer
+    read with :func:`as_int`, and when it is wrong, by how many and by what factor (a forgotten factor of 2
+    shows as "2 times the expected")."""
+    def compare(out, ref) -> str | None:
+        value = as_int(out)
+        if value is None:
+            return f"returned {describe_value(out)}, expected a whole number of {unit}"
+        want = int(ref)
+        if value == want:
+            return None
+        how = f"{abs(value - want):,} too {'few' if value < want else 'many'}"
+        if value and want and (value % want == 0 or want % value == 0):  # a factor forgotten or doubled
+            how += f"; {value / want:.4g} times the expected"
+        return f"returned {value:,} {unit}, expected {want:,} ({how})"
+    return compare
+
+
+def compare_step_and_cache(out, ref, *, kv_heads: bool = False) -> str | None:
+    """What differs between a cached attention step's ``(y_new, cache)`` and the reference's, the first thing
+    a student should fix first: the container, then y_new, then each of cache['k'] and cache['v'] (its number
+    of positions, with ``kv_heads`` its number of key/value heads, then its values).
+
+    A reference cache of None stands for a mistake that returns none (its student must return none too).
+    """
+    if isinstance(out, list) and len(out) == 2:
+        return "returned a list [y_new, cache], expected a tuple (y_new, cache): return y_new, cache"
+    if not isinstance(out, tuple) or len(out) != 2:
+        return f"returned {describe_value(out)}, expected a tuple (y_new, cache)"
+    y, cache = out
+    problem = describe_tensor_mismatch(y, ref[0], rtol=1e-4, atol=1e-4, dim=None)
+    if problem:
+        return f"y_new: {problem}"
+    if ref[1] is None:
+        return None if cache is None else f"cache: returned {describe_value(cache)}, expected None"
+    if not isinstance(cache, dict) or not {"k", "v"} <= set(cache):
+        return f"cache: returned {describe_value(cache)}, expected a dict {{'k': K, 'v': V}}"
+    for name in ("k", "v"):
+        want = to_reference(ref[1][name])  # inside a dict: to_reference does not reach it
+        got = cache[name]
+        if isinstance(got, torch.Tensor) and got.dim() == 4:
+            if kv_heads and got.shape[1] != want.shape[1] and got.shape[0] == want.shape[0]:
+                return (f"cache['{name}']: holds {got.shape[1]} heads, expected n_kv_head = {want.shape[1]}: the "
+                        "cache keeps each key/value head once, before it is repeated for its group (that is what "
+                        "makes it smaller)")
+            if got.shape[2] != want.shape[2] and tuple(got.shape[:2]) == tuple(want.shape[:2]):
+                return (f"cache['{name}']: holds {got.shape[2]} positions, expected {want.shape[2]} (the t cached "
+                        "ones and the n_new new ones)")
+        problem = describe_tensor_mismatch(got, want, rtol=1e-4, atol=1e-4, dim=None)
+        if problem:
+            return f"cache['{name}']: {problem}"
+    return None

@@ -9,10 +9,9 @@ import torch.nn.functional as F
 
 from ... import gpt as _course_gpt
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import describe_tensor_mismatch, describe_value, to_reference
 from ...grading.reproduce import sized
 from ..blocks import attention_params
-from ..common import NEG_INF, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, in_dtype
+from ..common import NEG_INF, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, compare_step_and_cache, in_dtype
 from ..common import randn as _randn
 from .shared import ATTRS, MODULES
 
@@ -112,29 +111,7 @@ def _cached_with(order="append_first", extend=True, mask="end", where="append", 
 
 
 def _cached_compare(out, ref) -> str | None:
-    if isinstance(out, list) and len(out) == 2:
-        return "returned a list [y_new, cache], expected a tuple (y_new, cache): return y_new, cache"
-    if not isinstance(out, tuple) or len(out) != 2:
-        return f"returned {describe_value(out)}, expected a tuple (y_new, cache)"
-    y, cache = out
-    problem = describe_tensor_mismatch(y, ref[0], rtol=1e-4, atol=1e-4, dim=None)
-    if problem:
-        return f"y_new: {problem}"
-    if ref[1] is None:  # a mistake's output (the reference's cache is always a dict)
-        return None if cache is None else f"cache: returned {describe_value(cache)}, expected None"
-    if not isinstance(cache, dict) or not {"k", "v"} <= set(cache):
-        return f"cache: returned {describe_value(cache)}, expected a dict {{'k': K, 'v': V}}"
-    for name in ("k", "v"):
-        want = to_reference(ref[1][name])  # inside a dict: to_reference does not reach it
-        got = cache[name]
-        if isinstance(got, torch.Tensor) and got.dim() == 4 and got.shape[2] != want.shape[2] \
-                and tuple(got.shape[:2]) == tuple(want.shape[:2]):
-            return (f"cache['{name}']: holds {got.shape[2]} positions, expected {want.shape[2]} (the t cached ones "
-                    "and the n_new new ones)")
-        problem = describe_tensor_mismatch(got, want, rtol=1e-4, atol=1e-4, dim=None)
-        if problem:
-            return f"cache['{name}']: {problem}"
-    return None
+    return compare_step_and_cache(out, ref)
 
 
 def _cached_sized(B: int, t: int, n_new: int, n_head: int, d_head: int, dtype=torch.float32):

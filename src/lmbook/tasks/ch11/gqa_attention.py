@@ -9,9 +9,8 @@ import torch.nn.functional as F
 
 from ... import llama as _course_llama
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import describe_tensor_mismatch, describe_value, to_reference
 from ...grading.reproduce import sized
-from ..common import NEG_INF, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, in_dtype
+from ..common import NEG_INF, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, compare_step_and_cache, in_dtype
 from ..common import randn as _randn
 from .shared import ATTRS, MODULES
 
@@ -100,31 +99,7 @@ def _gqa_with(repeat="interleave", cache_repeated=False, rope_keys=True, cache_u
 
 
 def _gqa_compare(out, ref) -> str | None:
-    if isinstance(out, list) and len(out) == 2:
-        return "returned a list [y_new, cache], expected a tuple (y_new, cache): return y_new, cache"
-    if not isinstance(out, tuple) or len(out) != 2:
-        return f"returned {describe_value(out)}, expected a tuple (y_new, cache)"
-    y, cache = out
-    problem = describe_tensor_mismatch(y, ref[0], rtol=1e-4, atol=1e-4, dim=None)
-    if problem:
-        return f"y_new: {problem}"
-    if not isinstance(cache, dict) or not {"k", "v"} <= set(cache):
-        return f"cache: returned {describe_value(cache)}, expected a dict {{'k': K, 'v': V}}"
-    for name in ("k", "v"):
-        want = to_reference(ref[1][name])  # inside a dict: to_reference does not reach it
-        got = cache[name]
-        if isinstance(got, torch.Tensor) and got.dim() == 4:
-            if got.shape[1] != want.shape[1] and got.shape[0] == want.shape[0]:
-                return (f"cache['{name}']: holds {got.shape[1]} heads, expected n_kv_head = {want.shape[1]}: the "
-                        "cache keeps each key/value head once, before it is repeated for its group (that is what "
-                        "makes it smaller)")
-            if got.shape[2] != want.shape[2] and tuple(got.shape[:2]) == tuple(want.shape[:2]):
-                return (f"cache['{name}']: holds {got.shape[2]} positions, expected {want.shape[2]} (the t cached "
-                        "ones and the n_new new ones)")
-        problem = describe_tensor_mismatch(got, want, rtol=1e-4, atol=1e-4, dim=None)
-        if problem:
-            return f"cache['{name}']: {problem}"
-    return None
+    return compare_step_and_cache(out, ref, kv_heads=True)
 
 
 def _gqa_case(B: int, t: int, n_new: int, n_head: int, n_kv_head: int, d_head: int, d: int | None = None,

@@ -20,12 +20,10 @@ mutants are the answers a student reaches with one step of the derivation wrong.
 from __future__ import annotations
 
 import math
-import numbers
-
-import torch
 
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import describe_scalar_mismatch, describe_value
+from ...grading.compare import describe_scalar_mismatch
+from ..common import compare_whole_number
 
 BASE = 10000.0
 
@@ -130,16 +128,6 @@ def _params_with(mistake: str):
     return fn
 
 
-def _int_compare(out, ref) -> str | None:
-    if isinstance(out, torch.Tensor) and out.numel() == 1 and not out.is_floating_point():
-        out = out.item()
-    if isinstance(out, bool) or not isinstance(out, numbers.Integral):
-        return f"returned {describe_value(out)}, expected an int"
-    if int(out) == int(ref):
-        return None
-    return f"returned {int(out):,}, expected {int(ref):,}"
-
-
 def _params_cases(config: dict, schemes=SCHEMES) -> list[Case]:
     text = ", ".join(f"{k}={v}" for k, v in config.items())
     return [Case(f"{s}, {text}", _args(s, **config)) for s in schemes]
@@ -154,7 +142,7 @@ POSITION_PARAMETERS = Check(
     what="the parameters each position scheme adds: learned block_size·d; relative (2D+1)·n_head; "
          "Shaw et al. 2·(2D+1)·d_head·n_layer; none, sinusoidal, RoPE and ALiBi 0",
     reference=_params_ref,
-    compare=_int_compare,
+    compare=compare_whole_number("parameters"),
     cases=_params_cases(_SMALL),
     hidden_cases=[*_params_cases(_OTHER), *_params_cases(_ODD, ("learned", "relative", "shaw", "sinusoidal"))],
     mutants=[

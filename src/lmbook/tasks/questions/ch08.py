@@ -20,12 +20,10 @@ a student reaches with one step wrong.
 from __future__ import annotations
 
 import math
-import numbers
-
-import torch
 
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import describe_scalar_mismatch, describe_value
+from ...grading.compare import describe_scalar_mismatch
+from ..common import compare_whole_number
 
 
 def _args(*args, **kwargs):
@@ -36,19 +34,6 @@ def _args(*args, **kwargs):
 
 def _number_compare(out, ref) -> str | None:
     return describe_scalar_mismatch(out, ref, rtol=1e-6, atol=1e-9, accept=("number", "tensor"))
-
-
-def _int_compare(out, ref) -> str | None:
-    if isinstance(out, torch.Tensor) and out.numel() == 1 and not out.is_floating_point():
-        out = out.item()
-    if isinstance(out, float) and out.is_integer():
-        out = int(out)
-    if isinstance(out, bool) or not isinstance(out, numbers.Integral):
-        return f"returned {describe_value(out)}, expected a whole number (an int)"
-    if int(out) == int(ref):
-        return None
-    out, ref = int(out), int(ref)
-    return f"returned {out:,}, expected {ref:,} ({abs(out - ref):,} too {'few' if out < ref else 'many'})"
 
 
 # ----------------------------------------------------------------------------- Question 1: a block's parameters
@@ -102,7 +87,7 @@ BLOCK_PARAMETERS = Check(
     what="attention 4d² + 4d, FFN 2·d·d_ff + d_ff + d, LayerNorm 2d: encoder 1 attention + 2 norms, decoder "
          "2 attentions + 3 norms",
     reference=_params_ref,
-    compare=_int_compare,
+    compare=compare_whole_number("parameters"),
     cases=_params_cases([(64, 256), (512, 2048)]),
     hidden_cases=_params_cases([(8, 20), (768, 3072), (100, 50), (1, 1)]),
     mutants=[
@@ -158,7 +143,7 @@ BLOCK_FLOPS = Check(
     task="block_flops",
     what="8 n d² (W_q, W_k, W_v, W_o) + 4 n² d (Q Kᵀ and A V) + 4 n d d_ff (the FFN), 2 FLOPs per multiply-add",
     reference=_flops_ref,
-    compare=_int_compare,
+    compare=compare_whole_number("FLOPs"),
     cases=_flops_cases([(16, 64, 256), (128, 512, 2048)]),
     hidden_cases=_flops_cases([(1, 8, 32), (1024, 768, 3072), (4096, 64, 100), (7, 30, 11)]),
     mutants=[

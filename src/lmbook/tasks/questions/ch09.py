@@ -18,7 +18,7 @@ import torch
 
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_value
-from ..common import COURSE
+from ..common import COURSE, compare_whole_number
 from ..common import as_int as _as_int
 
 MODULES = (*COURSE, "lmbook.gpt", "lmbook.generate", "transformers")
@@ -27,18 +27,6 @@ MODULES = (*COURSE, "lmbook.gpt", "lmbook.generate", "transformers")
 ATTRS = ("gpt", "transformers", "count_parameters", "num_parameters")
 
 
-
-
-def _int_compare(what: str):
-    def compare(out, ref) -> str | None:
-        value = _as_int(out)
-        if value is None:
-            return f"returned {describe_value(out)}, expected a whole number ({what})"
-        if value == int(ref):
-            return None
-        ratio = f"; {value / int(ref):.4g} times the expected" if int(ref) and value else ""
-        return f"returned {value:,}, expected {int(ref):,} {what}{ratio}"
-    return compare
 
 
 def _fixed(*args):
@@ -85,7 +73,7 @@ KV_CACHE_BYTES = Check(
     task="kv_cache_bytes",
     what="the bytes of a KV cache: K and V, (batch_size, n_head, n_tokens, d_head) each, in every layer",
     reference=_kv_ref,
-    compare=_int_compare("bytes"),
+    compare=compare_whole_number("bytes"),
     cases=[Case("GPT-2 small, 1,024 tokens, one sequence, float32", _fixed(12, 12, 64, 1024, 1, 4)),
            Case("4 layers of 8 heads of 32, 100 tokens, a batch of 3, bfloat16", _fixed(4, 8, 32, 100, 3, 2))],
     hidden_cases=[Case("GPT-2 XL, 1,024 tokens, a batch of 8, float16", _fixed(48, 25, 64, 1024, 8, 2)),
@@ -159,7 +147,7 @@ GPT_PARAMETERS = Check(
     what="every parameter of a GPT-2-style model: E, P, n_layer pre-LN blocks with biases, LN_f, and an output "
          "matrix of its own only when it is not tied to E",
     reference=_gpt_ref,
-    compare=_int_compare("parameters"),
+    compare=compare_whole_number("parameters"),
     cases=[Case("GPT-2 small: V = 50,257, 1,024 positions, 12 layers, d = 768, d_ff = 3,072, tied",
                 _fixed(50257, 1024, 12, 768, 3072, True)),
            Case("a small model, untied: V = 1,000, 64 positions, 3 layers, d = 64, d_ff = 200",

@@ -18,6 +18,7 @@ import torch
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_scalar_mismatch, describe_value
 from ..common import as_int as _as_int
+from ..common import compare_whole_number
 
 MODULES = ("lmbook.bert", "lmbook.bert_finetune", "lmbook.transformer", "lmbook.gpt", "transformers",
            "tokenizers")
@@ -185,15 +186,6 @@ def _spans_with(mistake: str):
     return fn
 
 
-def _spans_compare(out, ref) -> str | None:
-    value = _as_int(out)
-    if value is None:
-        return f"returned {describe_value(out)}, expected a whole number of spans"
-    if value == int(ref):
-        return None
-    return f"returned {value:,} spans, expected {int(ref):,}"
-
-
 def _spans_random(g, device):
     n = int(torch.randint(5, 400, (1,), generator=g))
     return ((n, int(torch.randint(1, n, (1,), generator=g))), {})
@@ -203,7 +195,7 @@ SPAN_CANDIDATES = Check(
     task="span_candidates",
     what="the spans (i, j) with i ≤ j inside a passage of passage_len tokens, of at most max_len tokens each",
     reference=_spans_ref,
-    compare=_spans_compare,
+    compare=compare_whole_number("spans"),
     cases=[Case("a passage of 5 tokens, answers of at most 2", _fixed(5, 2)),
            Case("a passage of 384 tokens, answers of at most 30 (BERT's SQuAD set-up)", _fixed(384, 30))],
     hidden_cases=[Case("a limit longer than the passage (10 tokens, 50)", _fixed(10, 50)),

@@ -18,9 +18,9 @@ import math
 import torch
 
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import describe_scalar_mismatch, describe_value
+from ...grading.compare import describe_scalar_mismatch
 from ..ch11.shared import ATTRS, MODULES
-from ..common import as_int as _as_int
+from ..common import compare_whole_number
 
 
 def _fixed(*args):
@@ -29,17 +29,6 @@ def _fixed(*args):
     return make
 
 
-
-
-def _int_compare(unit: str):
-    def compare(out, ref) -> str | None:
-        value = _as_int(out)
-        if value is None:
-            return f"returned {describe_value(out)}, expected a whole number of {unit}"
-        if value == int(ref):
-            return None
-        return f"returned {value:,} {unit}, expected {int(ref):,}"
-    return compare
 
 
 def _draw(g, lo: int, hi: int) -> int:
@@ -98,7 +87,7 @@ LLAMA_PARAMETERS = Check(
     task="llama_parameters",
     what="V·d + L·(2·d·n_head·d_head + 2·d·n_kv_head·d_head + 3·d·d_ff + 2d) + d (+ V·d untied)",
     reference=_llama_ref,
-    compare=_int_compare("parameters"),
+    compare=compare_whole_number("parameters"),
     cases=[Case("Llama 2 7B: 32,000 tokens, 32 layers, d = 4,096, 32 heads, 32 key/value heads, d_ff = 11,008",
                 _fixed(_config(32000, 32, 4096, 32, 32, 11008, False))),
            Case("a small tied model: 100 tokens, 2 layers, d = 16, 4 heads sharing 2, d_ff = 48",
@@ -161,7 +150,7 @@ MAX_CACHED_TOKENS = Check(
     task="max_cached_tokens",
     what="⌊memory_bytes / (2 · n_layer · n_kv_head · d_head · bytes_per_value)⌋ positions",
     reference=_tokens_ref,
-    compare=_int_compare("positions"),
+    compare=compare_whole_number("positions"),
     cases=[Case("Llama 2 70B (80 layers, 64 query heads, 8 key/value heads of 128) in 40 GB of float16",
                 _fixed(40 * 10**9, 80, 64, 8, 128, 2)),
            Case("4 layers, 8 query heads sharing 2 key/value heads of 16, 1 MB of float32",
