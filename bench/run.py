@@ -322,6 +322,16 @@ HEADLINES = {
         ("the same with no example (nats)", "bursty_k0"),
         ("trained on independent sentences: subject-noun loss, no example minus k >= 1 (nats)", "plain_gain"),
     ],
+    "ch11_scaling": [
+        ("course's language, five GPTs on 300 × 32 × 32 words: fitted exponent α of L(N) = E + A N^-α",
+         "fit_alpha"),
+        ("the same fit: irreducible term E (nats per word)", "fit_E"),
+        ("the true model's test loss, the floor (nats per word)", "floor_nats"),
+        ("fitted E minus the floor (nats per word)", "E_minus_floor"),
+        ("one training step of chapter 9's GPT: FLOPs torch counts ÷ (6N + attention) per token", "flops_ratio"),
+        ("the same count ÷ 6ND alone", "flops_ratio_6nd"),
+        ("equal compute (4e10 FLOPs), four widths: tokens per parameter of the best", "best_tokens_per_param"),
+    ],
     "appendix_gpu": [
         ("validation loss, bf16 autocast − float32 (nats)", "val_gap"),
         ("bf16 autocast training speed ÷ float32", "bf16_speedup"),

@@ -46,9 +46,12 @@ PEAK_FLOPS: dict[str, float] = {
 }
 
 
-def flops_per_token(n_params: int, n_layer: int, d_model: int, block_size: int) -> float:
-    """Training FLOPs per token: 6 N (forward + backward through the weights) + 12 · n_layer · d_model · block_size
-    (attention's Q Kᵀ and A V). ``n_params`` is N without the position table (:func:`non_embedding_params`)."""
+def flops_per_token(n_params: int, n_layer: int, d_model: int,
+                    block_size: int) -> float:
+    """Training FLOPs per token: 6 N (forward and backward through the weights)
+    + 12 · n_layer · d_model · block_size (attention's Q Kᵀ and A V).
+
+    ``n_params`` is N without the position table (:func:`non_embedding_params`)."""
     return 6.0 * n_params + 12.0 * n_layer * d_model * block_size
 
 
