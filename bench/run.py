@@ -255,6 +255,16 @@ HEADLINES = {
         ("Llama 2 70B's sizes, 40 GB of 16-bit cache, 64 key/value heads: positions", "tokens_mha"),
         ("Llama 2 70B's sizes, 40 GB of 16-bit cache, 8 key/value heads: positions", "tokens_gqa"),
     ],
+    "ch11_instruction": [
+        ("instruction tuning, <plural>: answers exactly right, pretrained zero-shot", "zs_plural"),
+        ("instruction tuning, <plural>: answers exactly right, fine-tuned", "ft_plural"),
+        ("<singular>: exactly right, fine-tuned", "ft_singular"),
+        ("<plain> (drop adjectives): exactly right, fine-tuned", "ft_plain"),
+        ("<continue>: grammatical endings, pretrained zero-shot", "zs_continue"),
+        ("<continue>: grammatical endings, fine-tuned", "ft_continue"),
+        ("<continue>: grammatical endings, pretrained given plain text", "as_text_continue"),
+        ("smallest gain of the four tasks, fine-tuned minus zero-shot", "min_gain"),
+    ],
     "appendix_gpu": [
         ("validation loss, bf16 autocast − float32 (nats)", "val_gap"),
         ("bf16 autocast training speed ÷ float32", "bf16_speedup"),
