@@ -157,3 +157,18 @@ def test_instruction_tuned_gpt_is_the_same_from_the_same_seed_and_leaves_the_pre
     assert not all(torch.equal(pre[k], tuned[k]) for k in pre), "fine-tuning changed nothing"
     assert pre["wte.weight"].shape[0] == len(corpus.vocab) + len(SPECIAL)
     assert runs[0].vocab.itos[-len(SPECIAL):] == list(SPECIAL)
+
+
+def test_instruction_tuned_gpt_keeps_its_models_in_the_cache_and_reads_them_back(corpus, tmp_path):
+    from lmbook.instruct import instruction_tuned_gpt
+
+    built = instruction_tuned_gpt(corpus, 3, pretrain_steps=3, tune_steps=2, cache=tmp_path)
+    files = list(tmp_path.glob("*.pt"))
+    assert len(files) == 1, files
+    loaded = instruction_tuned_gpt(corpus, 3, pretrain_steps=3, tune_steps=2, cache=tmp_path)
+    for a, b in ((built.tuned, loaded.tuned), (built.pretrained, loaded.pretrained)):
+        sa, sb = a.state_dict(), b.state_dict()
+        assert all(torch.equal(sa[k], sb[k]) for k in sa), "the cached model differs from the one built"
+    assert loaded.tune_log.loss == built.tune_log.loss and loaded.vocab.itos == built.vocab.itos
+    instruction_tuned_gpt(corpus, 4, pretrain_steps=3, tune_steps=2, cache=tmp_path)
+    assert len(list(tmp_path.glob("*.pt"))) == 2, "another seed must be another entry, not the same one"

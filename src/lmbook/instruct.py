@@ -25,9 +25,12 @@ The tasks are defined by the course's grammar (:mod:`lmbook.corpus`), so every a
 
 from __future__ import annotations
 
+import os
 import random
+import sys
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -281,6 +284,10 @@ def instruction_data(sents: list[list[str]], seed: int = 0) -> list[Example]:
     return [make_example(task, s, rng) for s in sents for task in TASKS]
 
 
+# Where pages keep the models a later page reuses (rebuilt when absent): the user's cache folder.
+MODEL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lmbook"
+
+
 @dataclass
 class InstructRun:
     """What :func:`instruction_tuned_gpt` builds: the pretrained model, the same fine-tuned, and the vocabulary
@@ -294,17 +301,35 @@ class InstructRun:
 
 
 def instruction_tuned_gpt(corpus, seed: int = 0, *, pretrain_steps: int = 400, tune_steps: int = 1000,
-                          block_size: int = 48) -> InstructRun:
+                          block_size: int = 48, cache: str | Path | None = None) -> InstructRun:
     """Chapter 11's recipe from a seed: chapter 9's GPT (2 blocks, d = 64, 4 heads) pretrained on ``corpus.train``
     with :func:`lmbook.causal_lm.train_lm`, its vocabulary extended by :data:`SPECIAL`, then a copy fine-tuned
     with :func:`train_instruct` on :func:`instruction_data` of the training split's sentences. The same seed
-    gives the same models (on one device and torch version)."""
+    gives the same models (on one device and torch version).
+
+    ``cache``, a folder: the two models are kept there under a key made of the code that trains them (this
+    module, the training loop, the model, the corpus's generator), the training split, the arguments and torch's
+    version, and loaded from there when present (a later page reuses the models; any change retrains them)."""
     import copy
+    import hashlib
+    import inspect
 
+    from . import causal_lm, gpt
+    from . import corpus as corpus_module
     from .causal_lm import train_lm
-    from .gpt import GPT, GPTConfig
     from .device import seed_everything
+    from .gpt import GPT, GPTConfig
 
+    path = None
+    if cache is not None:
+        key = hashlib.sha256()
+        for module in (sys.modules[__name__], causal_lm, gpt, corpus_module):
+            key.update(inspect.getsource(module).encode())
+        key.update(corpus.train.numpy().tobytes())
+        key.update(repr((seed, pretrain_steps, tune_steps, block_size, torch.__version__)).encode())
+        path = Path(cache) / f"instruction_tuned_gpt-{key.hexdigest()[:20]}.pt"
+        if path.exists():
+            return _load_run(torch.load(path, weights_only=False), corpus, block_size)
     seed_everything(seed)
     pretrained = GPT(GPTConfig(len(corpus.vocab), block_size, n_layer=2, n_head=4, d_model=64))
     log = train_lm(pretrained, corpus.train, steps=pretrain_steps, batch_size=32, lr=3e-3, seed=seed)
@@ -313,4 +338,24 @@ def instruction_tuned_gpt(corpus, seed: int = 0, *, pretrain_steps: int = 400, t
     ids, mask = encode(instruction_data(sentences(corpus.train, corpus.vocab), seed), vocab)
     tuned = copy.deepcopy(pretrained)
     tune_log = train_instruct(tuned, ids, mask, steps=tune_steps, batch_size=32, lr=3e-3, seed=seed)
-    return InstructRun(pretrained.eval(), tuned.eval(), vocab, log.seconds, tune_log)
+    run = InstructRun(pretrained.eval(), tuned.eval(), vocab, log.seconds, tune_log)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        torch.save({"pretrained": pretrained.state_dict(), "tuned": tuned.state_dict(),
+                    "pretrain_seconds": log.seconds, "tune_loss": tune_log.loss,
+                    "tune_seconds": tune_log.seconds}, tmp)
+        tmp.replace(path)  # whole or absent: a run stopped half-way leaves no broken file
+    return run
+
+
+def _load_run(saved: dict, corpus, block_size: int) -> InstructRun:
+    from .gpt import GPT, GPTConfig
+
+    models = []
+    for name in ("pretrained", "tuned"):
+        model = GPT(GPTConfig(len(corpus.vocab) + len(SPECIAL), block_size, n_layer=2, n_head=4, d_model=64))
+        model.load_state_dict(saved[name])
+        models.append(model.eval())
+    log = InstructLog(saved["tune_loss"], saved["tune_seconds"])
+    return InstructRun(*models, Vocab([*corpus.vocab.itos, *SPECIAL]), saved["pretrain_seconds"], log)
