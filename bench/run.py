@@ -1,19 +1,31 @@
 """lmbook's benchmarks: what the book, its models and its grader cost, measured (not a test).
 
-    make bench                          # full: BENCHMARKS.md and bench/results.json (about 20 minutes)
-    .venv/bin/python bench/run.py --quick   # under 5 minutes, into bench/quick/
+    make bench                                   # full: BENCHMARKS.md and bench/results.json, one run
+    .venv/bin/python bench/run.py --quick        # every part once, at small sizes, into bench/quick/
     .venv/bin/python bench/run.py --tiny --out DIR   # smallest settings: checks the scripts work
+    .venv/bin/python bench/run.py --quick --pages ch02_rnn_lm --skip book exercises   # a part of it
+    .venv/bin/python bench/run.py --chapters ch02_rnn_lm   # re-measure pages into the published results
 
-Figures (times are medians of several runs; the spread is min-max):
-- the book: a clean build (every notebook executed) and a no-change rebuild (cache);
-- each chapter notebook: run time and the kernel's peak RSS, on the CPU and on a GPU when present;
-- each trained model's headline quality, taken from the chapter's own glued numbers, run with
-  several seeds (LMBOOK_SEED); the median and tolerance become the book's "expected" boxes;
+A full run writes every figure of BENCHMARKS.md and bench/results.json from the same run, with the date, the
+commit (and whether the working tree was clean), the machine and the thread counts in its header. Each row
+says what it measured: wall time, CPU time, bytes allocated or peak memory. Figures (times are medians of
+several runs; the spread is min-max):
+- the book: a clean build (every page executed) and a no-change rebuild (the execution cache);
+- each chapter page: run time (wall), the kernel's CPU time and peak resident memory, pinned to 2 cores where
+  the machine has more (the book's budget: 2 minutes and 2 GiB a page on 2 cores; a page over it makes the
+  run fail at the end, after every file is written, naming the page);
+- each trained model's headline result, taken from the page's own glued numbers, run with several seeds
+  (LMBOOK_SEED); the median and tolerance become the pages' "expected result" boxes;
+- chapter 9's KV cache, timed single-threaded and alternately with and without the cache, with the spread;
+- causal attention at n = 2048: bytes allocated (what the GPU appendix reports) next to the rise of a fresh
+  process's peak resident memory;
 - from-scratch functions against torch's built-ins on the same inputs, timed side by side;
-- grading: submissions per minute and peak memory for `lmbook-grade` and for plain serial
-  `nbgrader autograde` (nbgrader's default preprocessors) on the same generated submissions, in the
-  same run, and how many students got the same total from both; and `lmbook-grade` on every released
-  exercise's sample submissions (lmbook.tasks.ASSIGNMENTS).
+- grading: wall time, CPU time and peak memory of `lmbook-grade` and of plain serial `nbgrader autograde`
+  (nbgrader's default preprocessors) on the same generated submissions, in the same run, how many students
+  got the same total from both, where lmbook-grade's time goes; and `lmbook-grade` on every exercise's sample
+  submissions (lmbook.tasks.ASSIGNMENTS), with what a class of 1,000 would take on 2 and on 32 cores.
+The CUDA rows come from `make gpu-check` (bench/gpu_check.py), on a machine with a GPU; a run without a GPU
+keeps them, with their own date and commit.
 """
 
 from __future__ import annotations
@@ -45,13 +57,24 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT / "autograder"))
 
-MODES = {  # repeats of timed runs, seeds per chapter, submissions to grade, micro-benchmark size
-    "full": {"repeats": 3, "seeds": 3, "submissions": 100, "size": (512, 10_000), "book": True},
-    "quick": {"repeats": 1, "seeds": 1, "submissions": 5, "size": (512, 10_000), "book": True},
-    # the tests' smoke run: one chapter stands for all (each chapter's notebook already runs in the book build)
-    # and an exercise without a training task is graded (ch01's trains a model per submission: minutes)
-    "tiny": {"repeats": 1, "seeds": 1, "submissions": 2, "size": (8, 50), "book": False,
-             "only": ["ch01_feedforward_lm"], "exercises": ["ch05"], "throughput_on": "ch05"},
+# The book's budget for one page, on 2 cores (README, "Every chapter page runs ... in about 2 minutes at most").
+PAGE_BUDGET = {"seconds": 120.0, "peak_rss_mib": 2048.0}
+PAGE_CORES = 2
+PARTS = ("book", "chapters", "kv", "attention", "builtins", "grading", "exercises")
+# repeats: timed runs of the micro-benchmarks; seeds: runs of each page; book_clean / book_rebuilds: builds;
+# submissions: the grading comparison's class; size: the log-softmax micro-benchmark's input.
+MODES = {
+    "full": {"repeats": 3, "seeds": 3, "book_clean": 1, "book_rebuilds": 3, "submissions": 100,
+             "size": (512, 10_000), "kv_lengths": [64, 256, 1024], "kv_repeats": 5, "attn_n": 2048,
+             "attn_repeats": 3, "budget": True},
+    "quick": {"repeats": 1, "seeds": 1, "book_clean": 0, "book_rebuilds": 0, "submissions": 10,
+              "size": (512, 10_000), "kv_lengths": [64, 256], "kv_repeats": 2, "attn_n": 2048,
+              "attn_repeats": 1, "budget": True},
+    # the tests' smoke run: one page stands for all (every page already runs in the tests' book build),
+    # and an exercise without a training task is graded (exercise 1 trains a model per submission)
+    "tiny": {"repeats": 1, "seeds": 1, "book_clean": 0, "book_rebuilds": 0, "submissions": 2, "size": (8, 50),
+             "kv_lengths": [8, 16], "kv_repeats": 2, "attn_n": 256, "attn_repeats": 1, "budget": False,
+             "pages": ["ch01_feedforward_lm"], "exercises": ["ch05"], "throughput_on": "ch05"},
 }
 
 
@@ -63,43 +86,76 @@ def _stats(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
+def git_state() -> dict:
+    """The commit measured, and whether the working tree had changes (then the figures may not match it)."""
+    def git(*args: str) -> str:
+        r = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else ""
+
+    changed = [line[3:] for line in git("status", "--porcelain").splitlines() if line.strip()]
+    return {"commit": git("rev-parse", "HEAD") or "unknown", "clean": not changed, "changed": changed[:20],
+            "subject": git("log", "-1", "--format=%s")[:120]}
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def page_cores() -> list[int]:
+    """The CPUs the pages run on: the first PAGE_CORES this process may use (all of them on a 2-core machine)."""
+    return sorted(os.sched_getaffinity(0))[:PAGE_CORES]
+
+
 def machine() -> dict:
     cpu = platform.processor()
     try:
         cpu = re.search(r"model name\s*:\s*(.*)", Path("/proc/cpuinfo").read_text()).group(1)
     except (OSError, AttributeError):
         pass
+    try:
+        mem_gib = int(re.search(r"MemTotal:\s*(\d+)", Path("/proc/meminfo").read_text()).group(1)) / 2**20
+    except (OSError, AttributeError):
+        mem_gib = None
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-            "gpu": gpu, "date": dt.date.today().isoformat()}
+    return {"cpu": cpu, "cores": os.cpu_count(), "page_cores": len(page_cores()), "memory_gib": mem_gib,
+            "os": f"{platform.system()} {platform.release()}", "python": platform.python_version(),
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "gpu": gpu,
+            "date": dt.date.today().isoformat(), "started": _now(), "load_at_start": os.getloadavg()[0]}
 
 
 # ----------------------------------------------------------------------------- the book
 
 
-def book_builds(repeats: int) -> dict:
+def book_builds(clean_repeats: int, rebuild_repeats: int) -> dict:
+    """Wall time of a clean build of today's book (every page executed) and of a rebuild with nothing changed."""
     clean, rebuild = [], []
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "book"
         copy_worktree(src)
         cmd = [str(BIN / "jupyter-book"), "build", str(src), "--all", "-W", "-n", "--keep-going"]
-        for _ in range(repeats):
-            shutil.rmtree(src / "_build", ignore_errors=True)
+        for _ in range(clean_repeats):
+            shutil.rmtree(src / "_build", ignore_errors=True)  # the execution cache lives in _build/ too
             t = time.perf_counter()
-            subprocess.run(cmd, check=True, capture_output=True, env=_env())
+            r = subprocess.run(cmd, capture_output=True, text=True, env=_env())
+            if r.returncode != 0:
+                raise RuntimeError(f"the book's clean build failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
             clean.append(time.perf_counter() - t)
-            t = time.perf_counter()  # nothing changed: the execution cache serves every notebook
+            print(f"  clean build: {clean[-1]:.0f} s", flush=True)
+        for _ in range(rebuild_repeats):
+            t = time.perf_counter()  # nothing changed: the execution cache serves every page
             subprocess.run(cmd, check=True, capture_output=True, env=_env())
             rebuild.append(time.perf_counter() - t)
-    return {"clean_build_s": _stats(clean), "no_change_rebuild_s": _stats(rebuild)}
+    return {"clean_build_s": _stats(clean), "no_change_rebuild_s": _stats(rebuild), "pages": len(book_pages())}
 
 
 # ----------------------------------------------------------------------------- chapters and their models
 
 
-def run_chapter(path: Path, seed: int, device: str) -> dict:
+def run_chapter(path: Path, seed: int, device: str, cpus: list[int] | None = None) -> dict:
+    """One page in a fresh kernel: wall seconds, the kernel's CPU seconds and peak RSS, its glued values."""
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "execute_notebook.py"), str(path)],
-                         capture_output=True, text=True, env=_env(LMBOOK_SEED=str(seed), LMBOOK_DEVICE=device))
+                         capture_output=True, text=True, env=_env(LMBOOK_SEED=str(seed), LMBOOK_DEVICE=device),
+                         preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     if out.returncode != 0:  # say which chapter, seed and cell failed, not only that something did
         raise RuntimeError(f"{path.name} failed with LMBOOK_SEED={seed} on {device}:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -255,6 +311,17 @@ HEADLINES = {
         ("Llama 2 70B's sizes, 40 GB of 16-bit cache, 64 key/value heads: positions", "tokens_mha"),
         ("Llama 2 70B's sizes, 40 GB of 16-bit cache, 8 key/value heads: positions", "tokens_gqa"),
     ],
+    "ch11_in_context": [
+        ("tokens written twice, L = 12, V = 32: second-half loss (nats), 1 layer", "second1"),
+        ("the same, 2 layers", "second2"),
+        ("second-half loss, 1 layer minus 2 layers (nats)", "depth_gap"),
+        ("induction score of the best layer-2 head, 2 layers", "best_ind"),
+        ("previous-token score of the best layer-1 head, 2 layers", "best_prev"),
+        ("course's language, same-subject documents: loss on the subject noun after 1 example (nats)",
+         "bursty_k1"),
+        ("the same with no example (nats)", "bursty_k0"),
+        ("trained on independent sentences: subject-noun loss, no example minus k >= 1 (nats)", "plain_gain"),
+    ],
     "ch11_instruction": [
         ("instruction tuning, <plural>: exact match, pretrained zero-shot", "zs_plural"),
         ("instruction tuning, <plural>: exact match, fine-tuned", "ft_plural"),
@@ -308,33 +375,119 @@ def book_pages() -> list[Path]:
     return sorted((ROOT / "book").glob("ch*.md")) + sorted((ROOT / "book").glob("appendix*.md"))
 
 
-def chapters(seeds: int, devices: list[str], only: list[str] | None = None) -> dict:
-    results = {}
-    for path in book_pages():
-        if only and path.stem not in only:
+def headline_rows(chapter: str) -> list[tuple[str, str, str | None]]:
+    """(label, glue key, kind) of each of a chapter's HEADLINES; a row may name its kind as a third item."""
+    return [(row[0], row[1], row[2] if len(row) > 2 else headline_kind(row[0], row[1]))
+            for row in HEADLINES.get(chapter, [])]
+
+
+def measure_of(kind: str | None, label: str) -> str:
+    """What a headline's number is a measurement of, in the words BENCHMARKS.md's rows use."""
+    text = label.lower()
+    if "allocated" in text:
+        return "bytes allocated"
+    return {"seconds": "wall time", "speed": "ratio of wall times", "utilisation": "throughput (wall time) ÷ peak",
+            "timing": "fitted to wall times"}.get(kind or "", "model quality")
+
+
+def chapter_entry(stem: str, runs: list[dict], git: dict, strict: bool = True) -> dict:
+    """One page's figures on one device, from its runs (one per seed).
+
+    ``strict``: a headline the page did not glue is an error; otherwise (a GPU check, which must keep going) it
+    is listed under ``missing``."""
+    entry = {"date": dt.date.today().isoformat(), "commit": git["commit"], "clean": git["clean"],
+             "seconds": _stats([r["seconds"] for r in runs]), "peak_rss_mib": _stats([r["peak_rss_mib"] for r in runs]),
+             "models": {}}
+    if all("cpu_seconds" in r for r in runs):
+        entry["cpu_seconds"] = _stats([r["cpu_seconds"] for r in runs])
+    if all(r.get("gpu_peak_mib") is not None for r in runs):
+        entry["gpu_peak_mib"] = _stats([r["gpu_peak_mib"] for r in runs])
+    for label, key, kind in headline_rows(stem):
+        if not strict and not all(key in r["glue"] for r in runs):
+            entry.setdefault("missing", []).append(key)
             continue
+        values = [float(r["glue"][key]) for r in runs]
+        model = {"label": label, "median": statistics.median(values), "tolerance": tolerance(values), "values": values}
+        if kind:  # what the page's "expected result" box may claim of it (lmbook.expected)
+            model["kind"] = kind
+        entry["models"][key] = model
+    floor = entry["models"].get("floor_ppl", {}).get("median")
+    if floor:
+        for m in entry["models"].values():
+            if m["label"].endswith("test perplexity"):
+                m["ratio_to_floor"] = m["median"] / floor
+    by_window = [r["glue"].get("test_ppl_by_window") for r in runs]
+    if all(by_window):
+        entry["ffnn_test_ppl_by_window"] = {str(w): statistics.median(float(b[w]) for b in by_window)
+                                            for w in by_window[0]}
+    return entry
+
+
+def chapters(seeds: int, devices: list[str], only: list[str] | None = None, git: dict | None = None) -> dict:
+    git = git or git_state()
+    results = {}
+    pages = [p for p in book_pages() if not only or p.stem in only]
+    for i, path in enumerate(pages, 1):
         for device in devices:
-            runs = [run_chapter(path, seed, device) for seed in range(seeds)]
-            entry = {"date": dt.date.today().isoformat(), "seconds": _stats([r["seconds"] for r in runs]),
-                     "peak_rss_mib": _stats([r["peak_rss_mib"] for r in runs]), "models": {}}
-            for label, key in HEADLINES.get(path.stem, []):
-                values = [float(r["glue"][key]) for r in runs]
-                # kind: what the chapter's "expected result" box may claim of it (lmbook.expected.KINDS)
-                entry["models"][key] = {"label": label, "kind": headline_kind(label, key),
-                                        "median": statistics.median(values),
-                                        "tolerance": tolerance(values), "values": values}
-            floor = entry["models"].get("floor_ppl", {}).get("median")
-            if floor:
-                for m in entry["models"].values():
-                    if m["label"].endswith("test perplexity"):
-                        m["ratio_to_floor"] = m["median"] / floor
-            by_window = [r["glue"].get("test_ppl_by_window") for r in runs]
-            if all(by_window):
-                entry["ffnn_test_ppl_by_window"] = {str(w): statistics.median(float(b[w]) for b in by_window)
-                                                    for w in by_window[0]}
-            results.setdefault(path.stem, {})[device] = entry
-            print(f"  {path.stem} on {device}: {entry['seconds']['median']:.1f} s", flush=True)
+            cpus = page_cores() if device == "cpu" else None
+            runs = [run_chapter(path, seed, device, cpus) for seed in range(seeds)]
+            results.setdefault(path.stem, {})[device] = entry = chapter_entry(path.stem, runs, git)
+            print(f"  [{i}/{len(pages)}] {path.stem} on {device}: {entry['seconds']['median']:.1f} s, "
+                  f"{entry['peak_rss_mib']['max']:.0f} MiB", flush=True)
     return results
+
+
+def over_budget(chapters: dict, since: str | None = None) -> list[str]:
+    """Each CPU page over the book's budget (PAGE_BUDGET), in words: the page, what it took, and the limit.
+
+    ``since``: only the pages measured at this commit (those a run measured, not older rows it kept)."""
+    over = []
+    for stem, by_device in chapters.items():
+        e = by_device.get("cpu")
+        if e is None or (since and e.get("commit") != since):
+            continue
+        if e["seconds"]["median"] > PAGE_BUDGET["seconds"]:
+            over.append(f"{stem}: {e['seconds']['median']:.0f} s (median of {e['seconds']['n']}) on "
+                        f"{PAGE_CORES} cores, over the budget of {PAGE_BUDGET['seconds']:.0f} s")
+        if e["peak_rss_mib"]["max"] > PAGE_BUDGET["peak_rss_mib"]:
+            over.append(f"{stem}: peak memory {e['peak_rss_mib']['max']:.0f} MiB, over the budget of "
+                        f"{PAGE_BUDGET['peak_rss_mib']:.0f} MiB")
+    return over
+
+
+# ----------------------------------------------------------------------------- per-token steps and attention memory
+
+
+def _micro(args: list[str], threads: int | None = None, cpus: list[int] | None = None) -> dict:
+    env = _env(**({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)} if threads else {}))
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "micro.py"), *args], capture_output=True, text=True,
+                       env=env, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+    if r.returncode != 0:
+        raise RuntimeError(f"bench/micro.py {' '.join(args)} failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def kv_cache(lengths: list[int], repeats: int) -> dict:
+    """Chapter 9's generation with and without the KV cache, single-threaded, alternately, ``repeats`` times."""
+    raw = _micro(["kv", "--lengths", *map(str, lengths), "--repeats", str(repeats), "--threads", "1"], threads=1)
+    return {"threads": raw["threads"], "config": raw["config"], "repeats": repeats, "clock": "wall",
+            "lengths": {n: {k: _stats(v) for k, v in e.items()} for n, e in raw["lengths"].items()}}
+
+
+def attention_memory(n: int, repeats: int) -> dict:
+    """Course attention ÷ SDPA at length n: bytes allocated, and the rise of a fresh process's peak RSS."""
+    runs: dict[str, list[dict]] = {"course": [], "sdpa": []}
+    for _ in range(repeats):
+        for impl in runs:  # alternately, each in a fresh process, on the pages' cores
+            runs[impl].append(_micro(["attention", "--impl", impl, "--n", str(n)], cpus=page_cores()))
+    out = {"n": n, "threads": runs["course"][0]["threads"], "shape": [1, 4, n, 32], "dtype": "float32"}
+    for impl, rs in runs.items():
+        out[impl] = {"allocated_bytes": rs[0]["allocated_bytes"],
+                     "peak_rss_increase_bytes": _stats([r["peak_rss_increase_bytes"] for r in rs])}
+    out["allocated_ratio"] = out["course"]["allocated_bytes"] / out["sdpa"]["allocated_bytes"]
+    out["peak_ratio"] = _stats([a["peak_rss_increase_bytes"] / max(b["peak_rss_increase_bytes"], 1)
+                                for a, b in zip(runs["course"], runs["sdpa"], strict=True)])
+    return out
 
 
 # ----------------------------------------------------------------------------- from scratch vs built in
@@ -431,7 +584,10 @@ def builtins(size: tuple[int, int], repeats: int) -> dict:
     return out
 
 
-# ----------------------------------------------------------------------------- grading
+# What lmbook-grade does to every submission in the grading comparison: its defaults, none of which can be
+# switched off except the sandbox (--no-sandbox), which the benchmark leaves on.
+PROTECTIONS = ("each submission in its own bubblewrap sandbox, hidden tests in a forked child, a nonce per reply, "
+               "the run-time watch, verdicts computed outside the sandbox")
 
 # Plain nbgrader as an instructor sets it up: nbgrader's default preprocessors, nothing of lmbook's.
 PLAIN_CONFIG = """\
@@ -470,13 +626,18 @@ def _submissions(dest: Path, n: int, assignment: str) -> list[str]:
     return names
 
 
-def _run_measured(cmd: list[str], cwd: Path, env: dict, log: Path) -> tuple[float, float]:
-    """Run cmd to completion: (wall seconds, peak MiB of the summed RSS of it and all its descendants).
+def _run_measured(cmd: list[str], cwd: Path, env: dict, log: Path) -> dict:
+    """Run cmd to completion: its wall seconds, the CPU seconds of it and all its descendants, and the peak of
+    their summed resident memory (MiB).
 
-    Sampled every 0.2 s; shared pages count once per process, as `ps` shows them.
+    Sampled every 0.1 s (psutil): shared pages count once per process, as `ps` shows them, and a process's CPU
+    time is its last sample, so processes that live under 0.1 s and each process's last 0.1 s are missed (the
+    CPU figure is a slight underestimate). Needed because the sandboxed runs are killed, never waited for, so
+    the kernel's own accounting of children (getrusage) does not see them.
     """
     import psutil
 
+    cpu: dict[tuple[int, float], float] = {}
     with log.open("w") as out:
         t = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -489,15 +650,47 @@ def _run_measured(cmd: list[str], cwd: Path, env: dict, log: Path) -> tuple[floa
                 procs = []
             for p in procs:
                 try:
-                    total += p.memory_info().rss
+                    with p.oneshot():
+                        total += p.memory_info().rss
+                        times = p.cpu_times()
+                        cpu[p.pid, p.create_time()] = times.user + times.system
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     pass  # ended between listing and reading, or not ours to read
             peak = max(peak, total)
-            time.sleep(0.2)
+            time.sleep(0.1)
         seconds = time.perf_counter() - t
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{log.read_text()[-3000:]}")
-    return seconds, peak / 2**20
+    return {"seconds": seconds, "cpu_seconds": sum(cpu.values()), "peak_rss_mib": peak / 2**20}
+
+
+def class_time(students: int, cores: int, cost: dict) -> float:
+    """Seconds to grade a class with lmbook-grade, extrapolated from a measured run (``cost``, see grading_cost):
+    the fixed part once, the sandboxed runs spread over one worker per core, nbgrader's recording and feedback
+    (one process for the class) one student after another."""
+    return cost["fixed_s"] + students * cost["parallel_s_per_student"] / cores + students * cost["serial_s_per_student"]
+
+
+def grading_cost(summary: dict, students: int, workers: int) -> dict:
+    """lmbook-grade's time split (from its summary.json) into what a class of any size would take.
+
+    ``run`` (sandboxed runs and verdicts, ``workers`` processes in parallel) costs ``run × workers / students``
+    core-seconds a student; ``record`` and ``feedback`` are nbgrader processes that go through the class one
+    student at a time; ``generate`` (the assignment) and the reports are paid once. Measured on a small class,
+    each worker's start-up and each nbgrader step's start-up are spread over few students: an overestimate.
+    """
+    ph = summary["phase_seconds"]
+    serial = ph.get("record", 0.0) + ph.get("feedback", 0.0)
+    fixed = max(summary["seconds"] - ph.get("run", 0.0) - serial, 0.0)
+    return {"phases_s": ph, "workers": workers, "fixed_s": fixed,
+            "parallel_s_per_student": ph.get("run", 0.0) * min(workers, students) / students,
+            "serial_s_per_student": serial / students}
+
+
+def _lmbook_grade(subs: Path, out: Path, assignment: str, env: dict, log: Path) -> tuple[dict, dict]:
+    measured = _run_measured([str(BIN / "lmbook-grade"), str(subs), "--assignment", assignment, "--out", str(out)],
+                             ROOT, env, log)
+    return measured, json.loads((out / "summary.json").read_text())
 
 
 def grading(n: int, assignment: str = "ch01") -> dict:
@@ -511,8 +704,7 @@ def grading(n: int, assignment: str = "ch01") -> dict:
         tmp = Path(tmp)
         subs = tmp / "subs"
         names = _submissions(subs, n, assignment)
-        ours_s, ours_mib = _run_measured([str(BIN / "lmbook-grade"), str(subs), "--assignment", assignment,
-                                          "--out", str(tmp / "lmbook")], ROOT, env, tmp / "lmbook.log")
+        ours, summary = _lmbook_grade(subs, tmp / "lmbook", assignment, env, tmp / "lmbook.log")
         with (tmp / "lmbook" / "grades.csv").open(newline="") as f:
             ours_total = {row["student"]: float(row["total"]) for row in csv.DictReader(f)}
 
@@ -526,26 +718,25 @@ def grading(n: int, assignment: str = "ch01") -> dict:
                        capture_output=True)
         for name in names:
             shutil.copytree(subs / name, course / "submitted" / name / assignment)
-        plain_s, plain_mib = _run_measured([*nbgrader, "autograde", assignment, "--create"], course, env,
-                                           tmp / "plain.log")
+        plain = _run_measured([*nbgrader, "autograde", assignment, "--create"], course, env, tmp / "plain.log")
         with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
             plain_total = {name: float(gb.find_submission(assignment, name).score) for name in names}
 
     differ = {name: {"lmbook_grade": ours_total.get(name), "nbgrader_autograde": plain_total[name]}
               for name in names if ours_total.get(name) is None or abs(ours_total[name] - plain_total[name]) > 1e-6}
-    ours_rate, plain_rate = 60 * n / ours_s, 60 * n / plain_s
-    return {"assignment": assignment, "submissions": n, "workers": workers,
-            "lmbook_grade": {"seconds": ours_s, "per_minute": ours_rate, "peak_rss_mib": ours_mib,
-                             "includes": "sandboxed runs, assignment generation, autograde and feedback"},
-            "nbgrader_autograde": {"seconds": plain_s, "per_minute": plain_rate, "peak_rss_mib": plain_mib,
-                                   "includes": "autograde only (assignment generated beforehand, untimed)"},
-            "throughput_ratio": ours_rate / plain_rate,
-            "same_total": n - len(differ), "different_total": differ}
+    ours["per_minute"], plain["per_minute"] = 60 * n / ours["seconds"], 60 * n / plain["seconds"]
+    ours["includes"] = "sandboxed runs, assignment generation, autograde and feedback"
+    plain["includes"] = "autograde only (assignment generated beforehand, untimed)"
+    return {"assignment": assignment, "submissions": n, "workers": workers, "protections": PROTECTIONS,
+            "lmbook_grade": ours,
+            "nbgrader_autograde": plain, "throughput_ratio": ours["per_minute"] / plain["per_minute"],
+            "cpu_ratio": plain["cpu_seconds"] / max(ours["cpu_seconds"], 1e-9),
+            "cost": grading_cost(summary, n, workers), "same_total": n - len(differ), "different_total": differ}
 
 
 def grading_each_exercise(assignments: list[str]) -> dict:
-    """`lmbook-grade` on each released exercise's sample submissions (autograder/make_samples.py): wall time,
-    time per submission, and whether the correct sample got full marks and the blank one none."""
+    """`lmbook-grade` on each released exercise's sample submissions (autograder/make_samples.py): wall time, CPU
+    time, where the time went, and whether the correct sample got full marks and the blank one none."""
     from make_samples import make_samples
 
     env = _env(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -554,15 +745,17 @@ def grading_each_exercise(assignments: list[str]) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
             names = make_samples(tmp / "subs", a)
-            seconds, mib = _run_measured([str(BIN / "lmbook-grade"), str(tmp / "subs"), "--assignment", a,
-                                          "--out", str(tmp / "out")], ROOT, env, tmp / "grade.log")
+            measured, summary = _lmbook_grade(tmp / "subs", tmp / "out", a, env, tmp / "grade.log")
             with (tmp / "out" / "grades.csv").open(newline="") as f:
                 rows = {row["student"]: row for row in csv.DictReader(f)}
-        results[a] = {"submissions": len(names), "samples": names, "seconds": seconds,
-                      "per_submission_s": seconds / len(names), "peak_rss_mib": mib,
+        graded = summary.get("graded", 0) + summary.get("graded_partly", 0) + summary.get("failed_to_run", 0)
+        workers = max(1, min(os.cpu_count() or 1, len(names)))
+        results[a] = {"submissions": len(names), "samples": names, **measured,
+                      "per_submission_s": measured["seconds"] / len(names),
+                      "cost": grading_cost(summary, max(graded, 1), workers),
                       "correct_full_marks": float(rows["correct"]["total"]) == float(rows["correct"]["max"]),
                       "blank_zero": float(rows["blank"]["total"]) == 0}
-        print(f"  {a}: {seconds:.1f} s for {len(names)} samples", flush=True)
+        print(f"  {a}: {measured['seconds']:.1f} s for {len(names)} samples", flush=True)
     return results
 
 
@@ -570,142 +763,392 @@ def grading_each_exercise(assignments: list[str]) -> dict:
 
 
 def _fmt(s: dict, unit: str = "s", digits: int = 1) -> str:
+    if s["n"] == 1:
+        return f"{s['median']:.{digits}f} {unit} (n=1)"
     return f"{s['median']:.{digits}f} {unit} ({s['min']:.{digits}f}–{s['max']:.{digits}f}, n={s['n']})"
 
 
-def report(r: dict) -> str:
-    m = r["machine"]
+def _mib(s: dict) -> str:
+    """Byte statistics in MiB."""
+    return _fmt({k: v / 2**20 if k != "n" else v for k, v in s.items()}, "MiB")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def _header(r: dict) -> list[str]:
+    m, g = r["machine"], r.get("git", {})
+    if not g:  # results from before the run recorded its commit
+        code = "not recorded by this run."
+    else:
+        tree = "clean working tree" if g.get("clean") else (
+            f"working tree with uncommitted changes ({', '.join(g.get('changed', [])[:5])}): the figures may not "
+            "match the commit")
+        code = f"commit `{g.get('commit', 'unknown')[:12]}` ({g.get('subject', '')}), {tree}."
+    load = (f"- **Load average** (1 minute): {m['load_at_start']:.1f} at the start, "
+            f"{m.get('load_at_end', float('nan')):.1f} at the end; on a quiet machine it stays below the number "
+            "of cores, and timings taken above it are slower than the machine can do."
+            if "load_at_start" in m else "- **Load average**: not recorded by this run.")
+    took = f", took {_minutes(r['seconds'])}" if "seconds" in r else ""
+    mem = f", {m['memory_gib']:.0f} GiB memory" if m.get("memory_gib") else ""
     lines = ["# lmbook benchmarks", "",
-             f"Measured by `make bench` ({r['mode']} mode) on {m['date']}: {m['cpu']}, {m['cores']} cores, "
-             f"Python {m['python']}, torch {m['torch']}, GPU: {m['gpu'] or 'none'}. Times are medians "
-             "(min–max, n runs). Regenerate with `make bench`; the chapters' \"expected\" boxes read "
-             "`bench/results.json`.", ""]
+             f"Measured by one `make bench` run ({r['mode']} mode), started {m.get('started', m['date'])}{took}. "
+             "Every figure below comes from this run unless its row says otherwise. Times are medians (min–max, "
+             "n runs). Regenerate with `make bench`; the chapters' \"expected result\" boxes read "
+             "`bench/results.json`.", "",
+             f"- **Code**: {code}",
+             f"- **Machine**: {m['cpu']}, {m['cores']} cores{mem}{', ' + m['os'] if m.get('os') else ''}; "
+             f"GPU: {m['gpu'] or 'none'}. "
+             f"Python {m['python']}, torch {m['torch']}.",
+             f"- **Threads**: pages run pinned to {m.get('page_cores', m['cores'])} cores with torch's default "
+             f"thread count there; the built-in comparisons with {m.get('torch_threads', '?')} threads; the KV "
+             "cache single-threaded; each grader's kernels and sandboxed runs with 1 thread (OMP_NUM_THREADS=1).",
+             load]
+    for u in r.get("updates", []):
+        lines.append(f"- **Re-measured later** by `make bench-chapters` on {u['date']} at commit `{u['commit'][:12]}`"
+                     f"{'' if u.get('clean') else ' (uncommitted changes)'}: {', '.join(u['chapters'])} (their rows "
+                     "say so).")
+    return lines + [""]
+
+
+def _when(e: dict, r: dict) -> str:
+    """A row's own date and commit, where they are not the run's."""
+    commit = r.get("git", {}).get("commit")
+    if e.get("commit") and commit and e["commit"] != commit:
+        return f" (measured {e.get('date', '?')}, commit `{e['commit'][:12]}`)"
+    if not e.get("commit") and e.get("date", r["machine"]["date"]) != r["machine"]["date"]:
+        return f" (measured {e['date']})"
+    return ""
+
+
+def report(r: dict) -> str:
+    lines = _header(r)
     if "book" in r:
         b = r["book"]
-        lines += ["## The book", "", "| build | time |", "|---|---|",
-                  f"| clean (every notebook executed) | {_fmt(b['clean_build_s'])} |",
+        lines += ["## The book", "", f"Jupyter Book builds of the whole book ({b.get('pages', '?')} executed pages), "
+                  "from a copy of the working tree, as `make book` runs them.", "",
+                  "| build | wall time |", "|---|---|",
+                  f"| clean (every page executed) | {_fmt(b['clean_build_s'])} |",
                   f"| no-change rebuild (execution cache) | {_fmt(b['no_change_rebuild_s'])} |", ""]
-    lines += ["## Chapter notebooks", "", "| chapter | device | run time | kernel peak RSS |", "|---|---|---|---|"]
-    for chapter, by_device in r["chapters"].items():
-        for device, e in by_device.items():
-            when = f" (measured {e['date']})" if e.get("date", m["date"]) != m["date"] else ""
-            lines.append(f"| {chapter}{when} | {device} | {_fmt(e['seconds'])} | {_fmt(e['peak_rss_mib'], 'MiB', 0)} |")
-        if "cuda" not in by_device:  # say so, rather than leave the reader to wonder
-            lines.append(f"| {chapter} | cuda | not yet measured (no GPU in the benchmark runs) | |")
-    lines += ["", "## Trained models", "",
-              "Median over seeds (`LMBOOK_SEED`), ± the tolerance a reader's run should fall within "
-              "(3 standard deviations over seeds, at least 1%).", "",
-              "| chapter | device | result | value | ratio to the floor |", "|---|---|---|---|---|"]
-    for chapter, by_device in r["chapters"].items():
-        for device, e in by_device.items():
+    if r.get("chapters"):
+        lines += ["## Chapter pages", "",
+                  f"Each page in a fresh kernel (`bench/execute_notebook.py`), once per seed, on the CPU pinned to "
+                  f"{r['machine'].get('page_cores', PAGE_CORES)} cores. Run time is wall time from the first cell to "
+                  "the last; CPU time is the kernel's (user + system, all its threads); peak memory is the kernel's "
+                  f"peak resident set. The budget of a page is {PAGE_BUDGET['seconds']:.0f} s and "
+                  f"{PAGE_BUDGET['peak_rss_mib'] / 1024:.0f} GiB on 2 cores.", "",
+                  "| chapter | device | run time (wall) | CPU time (kernel) | peak memory (kernel RSS) | budget |",
+                  "|---|---|---|---|---|---|"]
+        over = set(line.split(":")[0] for line in over_budget(r["chapters"]))
+        for chapter, by_device in r["chapters"].items():
+            e = by_device.get("cpu")
+            if e is None:
+                continue
+            cpu_t = _fmt(e["cpu_seconds"]) if "cpu_seconds" in e else "not measured"
+            lines.append(f"| {chapter}{_when(e, r)} | cpu | {_fmt(e['seconds'])} | {cpu_t} | "
+                         f"{_fmt(e['peak_rss_mib'], 'MiB', 0)} | {'**over**' if chapter in over else 'within'} |")
+        lines += ["", "## Trained models", "",
+                  "Median over seeds (`LMBOOK_SEED`), ± the tolerance a reader's run should fall within "
+                  "(3 standard deviations over seeds, at least 1%). *Measured as* says what a number is: a "
+                  "model's quality, or a wall time or ratio of wall times (which belong to this machine and its "
+                  "load), or bytes allocated.", "",
+                  "| chapter | device | result | measured as | value | ratio to the floor |",
+                  "|---|---|---|---|---|---|"]
+        for chapter, by_device in r["chapters"].items():
+            e = by_device.get("cpu")
+            if e is None:
+                continue
             for mod in e["models"].values():
                 ratio = f"{mod['ratio_to_floor']:.3f}" if "ratio_to_floor" in mod else ""
-                lines.append(f"| {chapter} | {device} | {mod['label']} | {mod['median']:.3f} ± "
-                             f"{mod['tolerance']:.3f} | {ratio} |")
+                lines.append(f"| {chapter} | cpu | {mod['label']} | {measure_of(mod.get('kind'), mod['label'])} | "
+                             f"{mod['median']:.3f} ± {mod['tolerance']:.3f} | {ratio} |")
             if "ffnn_test_ppl_by_window" in e:
                 w = e["ffnn_test_ppl_by_window"]
-                lines.append(f"| {chapter} | {device} | feedforward LM test perplexity by window "
-                             f"({', '.join(w)}) | {', '.join(f'{v:.2f}' for v in w.values())} | |")
-    lines += ["", "## From scratch vs torch's built-ins", "",
-              "Same inputs, timed alternately in one run (`torch.utils.benchmark`, median).", "",
-              "| function | built-in | shape | lmbook | torch | ratio |", "|---|---|---|---|---|---|"]
-    for name, e in r["builtins"].items():
-        lines.append(f"| {name} | `{e['builtin']}` | {e['shape']} | {e['lmbook_ms']:.3f} ms | {e['torch_ms']:.3f} ms "
-                     f"| {e['ratio']:.2f}× |")
+                lines.append(f"| {chapter} | cpu | feedforward LM test perplexity by window ({', '.join(w)}) | model "
+                             f"quality | {', '.join(f'{v:.2f}' for v in w.values())} | |")
+        lines.append("")
+    lines += _gpu_section(r)
+    if "kv_cache" in r:
+        kv = r["kv_cache"]
+        c = kv["config"]
+        lines += ["## Per-token steps: the KV cache", "",
+                  f"Chapter 9's generation (GPT of {c['n_layer']} blocks, d = {c['d_model']}, vocabulary "
+                  f"{c['vocab_size']:,}, random weights), greedy from a one-token prompt, with and without the cache, "
+                  f"timed alternately {kv['repeats']} times each in one process with **{kv['threads']} thread** "
+                  "(`bench/micro.py kv`). Each step is a few small matrix products: with more threads the time is "
+                  "mostly threads waiting for each other, and on a busy machine it says more about the other "
+                  "processes than about the cache. Wall time.", "",
+                  "| tokens | with the cache | without | speed-up (per repeat) |", "|---|---|---|---|"]
+        for n, e in kv["lengths"].items():
+            lines.append(f"| {int(n):,} | {_fmt(e['cached_s'], 's', 3)} | {_fmt(e['uncached_s'], 's', 3)} | "
+                         f"{_fmt(e['speedup'], '×', 2)} |")
+        lines.append("")
+    if "attention_memory" in r:
+        a = r["attention_memory"]
+        mib = 2**20
+        lines += ["## Memory of causal attention", "",
+                  f"One call at n = {a['n']:,} (shape {a['shape']}, {a['dtype']}), chapter 5's attention (the n × n "
+                  f"scores) against `F.scaled_dot_product_attention`, on the CPU with {a['threads']} threads "
+                  "(`bench/micro.py attention`). **Bytes allocated** is what the GPU appendix reports: every tensor "
+                  "the operators create, added up (`lmbook.profiling.allocated_bytes`), whether or not they are "
+                  "alive at the same time, and blind to a fused kernel's scratch space. **Peak memory** is how far "
+                  "the call raised the peak resident memory of a fresh process: what the machine must have.", "",
+                  "| | chapter 5 | SDPA | ratio |", "|---|---|---|---|",
+                  f"| bytes allocated | {a['course']['allocated_bytes'] / mib:.1f} MiB | "
+                  f"{a['sdpa']['allocated_bytes'] / mib:.2f} MiB | {a['allocated_ratio']:.0f}× |",
+                  "| peak memory (rise of a fresh process's peak RSS) | "
+                  f"{_mib(a['course']['peak_rss_increase_bytes'])} | "
+                  f"{_mib(a['sdpa']['peak_rss_increase_bytes'])} | {_fmt(a['peak_ratio'], '×', 0)} |", ""]
+    if "builtins" in r:
+        threads = {e.get("threads") for e in r["builtins"].values()}
+        lines += ["## From scratch vs torch's built-ins", "",
+                  "Same inputs, timed alternately in one run (`torch.utils.benchmark`, median wall time per call, "
+                  f"{', '.join(map(str, sorted(t for t in threads if t)))} threads).", "",
+                  "| function | built-in | shape | lmbook | torch | ratio |", "|---|---|---|---|---|---|"]
+        for name, e in r["builtins"].items():
+            lines.append(f"| {name} | `{e['builtin']}` | {e['shape']} | {e['lmbook_ms']:.3f} ms | "
+                         f"{e['torch_ms']:.3f} ms | {e['ratio']:.2f}× |")
+        lines.append("")
+    if "grading" in r:
+        lines += _grading_section(r)
+    if r.get("chapters") and "cpu" in next(iter(r["chapters"].values()), {}):
+        over = over_budget(r["chapters"])
+        lines += ["## Page budgets", "",
+                  (f"Every page measured here is within {PAGE_BUDGET['seconds']:.0f} s and "
+                   f"{PAGE_BUDGET['peak_rss_mib']:.0f} MiB on {PAGE_CORES} cores." if not over else
+                   "**Over the budget** (the run that measured them failed):"), ""]
+        lines += [f"- {line}" for line in over] + ([""] if over else [])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _grading_section(r: dict) -> list[str]:
     g = r["grading"]
     ours, plain = g["lmbook_grade"], g["nbgrader_autograde"]
-    lines += ["", "## Grading", "", f"{g['submissions']} generated submissions of exercise "
-              f"{int(g.get('assignment', 'ch01')[2:])} (correct, blank, "
-              "partly wrong, syntax error, imported answer, in turn; each a distinct notebook), graded by both "
-              f"in the same run. `lmbook-grade` ran {g['workers']} workers (its default, one per core); plain "
-              "`nbgrader autograde` is serial, with nbgrader's default preprocessors (its own course folder and "
-              "config, not `autograder/`'s). Both with `OMP_NUM_THREADS=1`. Peak memory is the summed RSS of "
-              "the grader and all its processes, sampled every 0.2 s.", "",
-              "| grader | wall time | submissions per minute | peak memory | what it includes |",
-              "|---|---|---|---|---|",
-              f"| `lmbook-grade` | {ours['seconds']:.1f} s | {ours['per_minute']:.1f} | "
-              f"{ours['peak_rss_mib']:.0f} MiB | {ours['includes']} |",
-              f"| plain `nbgrader autograde` (serial) | {plain['seconds']:.1f} s | {plain['per_minute']:.1f} | "
-              f"{plain['peak_rss_mib']:.0f} MiB | {plain['includes']} |", "",
-              f"Throughput ratio (lmbook-grade / plain nbgrader): {g['throughput_ratio']:.2f}×. `lmbook-grade`'s "
-              "figure includes the sandbox, assignment generation, autograde and feedback; plain nbgrader's is "
-              "autograde only.", "",
-              f"Same total from both graders: {g['same_total']} of {g['submissions']} students."]
+    n = g["submissions"]
+    lines = ["## Grading", "", f"{n} generated submissions of exercise {int(g.get('assignment', 'ch01')[2:])} "
+             "(correct, blank, partly wrong, syntax error, imported answer, in turn; each a distinct notebook), "
+             f"graded by both in the same run. `lmbook-grade` ran {g['workers']} workers (its default, one per "
+             "core), " + (f"with every protection on: {g['protections']}. " if "protections" in g else
+                          "with the protections of the grader of that day (this run did not record which). ") +
+             "Plain `nbgrader "
+             "autograde` is serial, with nbgrader's default preprocessors (its own course folder and config, not "
+             "`autograder/`'s). Both with `OMP_NUM_THREADS=1`. CPU time is that of the grader and every process "
+             "under it; peak memory is their summed resident memory; both sampled every 0.1 s.", "",
+             "| grader | wall time | CPU time | submissions per minute (wall) | peak memory | what it includes |",
+             "|---|---|---|---|---|---|"]
+    for name, e in (("`lmbook-grade`", ours), ("plain `nbgrader autograde` (serial)", plain)):
+        cpu_t = f"{e['cpu_seconds']:.1f} s" if "cpu_seconds" in e else "not measured"
+        lines.append(f"| {name} | {e['seconds']:.1f} s | {cpu_t} | {e['per_minute']:.1f} | {e['peak_rss_mib']:.0f} MiB "
+                     f"| {e['includes']} |")
+    lines += ["", f"Throughput ratio (lmbook-grade ÷ plain nbgrader, wall time): **{g['throughput_ratio']:.2f}×**"
+              + (f"; CPU time, plain ÷ lmbook-grade: {g['cpu_ratio']:.2f}×" if "cpu_ratio" in g else "") +
+              ". `lmbook-grade`'s figure includes the sandbox, assignment generation, autograde and feedback; "
+              "plain nbgrader's is autograde only.", "",
+              f"Same total from both graders: {g['same_total']} of {n} students.", ""]
     for name, t in g["different_total"].items():
         lines.append(f"- {name}: lmbook-grade {t['lmbook_grade']}, plain nbgrader {t['nbgrader_autograde']}")
+    if "cost" in g:
+        c = g["cost"]
+        ph = c["phases_s"]
+        lines += ["", "Where `lmbook-grade`'s wall time went (its `summary.json`): "
+                  + ", ".join(f"{k} {v:.1f} s" for k, v in ph.items())
+                  + f"; the rest ({c['fixed_s'] - ph.get('generate', 0) - ph.get('reference', 0):.1f} s) reading "
+                  "the class and writing the reports. *run*: the sandboxed runs and verdicts, in parallel; *record* "
+                  "and *feedback*: nbgrader writing the gradebook and the feedback pages, one process for the class; "
+                  "*generate*: the assignment, and *reference*: the reference solution graded first, once."]
     if "grading_each_exercise" in r:
-        lines += ["", "### Every exercise", "",
+        cores_here = r["machine"]["cores"]
+        lines += ["", "### Every exercise, and a class of 1,000", "",
                   "`lmbook-grade` on each exercise's sample submissions (`autograder/make_samples.py`: correct, "
-                  "blank, syntax error, a wrong or unanswered task, not a notebook), including assignment generation "
-                  "and feedback.", "",
-                  "| exercise | samples | wall time | per submission | peak memory | correct: full marks | "
-                  "blank: 0 |", "|---|---|---|---|---|---|---|"]
+                  "blank, syntax error, a wrong or unanswered task, not a notebook), everything included. *Per "
+                  "student* is what one more student costs: the sandboxed run's core-seconds (the *run* phase × "
+                  "workers ÷ students) plus nbgrader's recording and feedback (one student after another). A class "
+                  "of 1,000 of this mix is extrapolated as: fixed part + 1,000 × run cost ÷ cores + 1,000 × "
+                  f"recording and feedback, for this machine's {cores_here} cores and for a 32-core machine with "
+                  "the same cores and memory for 32 workers. Measured on a handful of samples, each worker's and "
+                  "each nbgrader step's start-up is spread over few students, so these are upper bounds.", "",
+                  "| exercise | samples | wall time | CPU time | peak memory | per student (run + record/feedback) | "
+                  f"1,000 students, {cores_here} cores | 1,000 students, 32 cores | correct: full marks | blank: 0 |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        rows = []
+        if "cost" in g:  # the large generated class: its per-student figures are the better estimate
+            rows.append((f"{g['assignment']} ({n} generated)", n, ours, g["cost"], None))
         for a, e in r["grading_each_exercise"].items():
-            lines.append(f"| {a} | {e['submissions']} | {e['seconds']:.1f} s | {e['per_submission_s']:.1f} s | "
-                         f"{e['peak_rss_mib']:.0f} MiB | {'yes' if e['correct_full_marks'] else '**no**'} | "
-                         f"{'yes' if e['blank_zero'] else '**no**'} |")
+            rows.append((f"{a} (samples)", e["submissions"], e, e.get("cost"), e))
+        for label, count, e, c, marks in rows:
+            cpu_t = f"{e['cpu_seconds']:.1f} s" if "cpu_seconds" in e else ""
+            full, zero = ("", "") if marks is None else (
+                "yes" if marks["correct_full_marks"] else "**no**", "yes" if marks["blank_zero"] else "**no**")
+            per = f"{c['parallel_s_per_student']:.2f} + {c['serial_s_per_student']:.2f} s" if c else ""
+            big = (f"{_minutes(class_time(1000, cores_here, c))} | {_minutes(class_time(1000, 32, c))}" if c
+                   else " | ")
+            lines.append(f"| {label} | {count} | {e['seconds']:.1f} s | {cpu_t} | {e['peak_rss_mib']:.0f} MiB | "
+                         f"{per} | {big} | {full} | {zero} |")
+    return lines
+
+
+def _gpu_section(r: dict) -> list[str]:
+    """The CUDA rows (`make gpu-check`): every page, measured or "not measured" (and why, where known)."""
+    chapters = r.get("chapters", {})
+    check = r.get("gpu_check")
+    lines = ["## On a GPU", ""]
+    if not check:
+        lines += ["Not measured: no run of `make gpu-check` (bench/gpu_check.py) on a machine with CUDA has written "
+                  "its figures yet.", ""]
+    else:
+        where = "a dry run on the CPU, not a GPU" if check.get("dry_run") else check.get("gpu", "?")
+        lines.append(f"From `make gpu-check` on {where} ({check.get('started', '?')}, commit "
+                     f"`{check.get('commit', '?')[:12]}`{'' if check.get('clean') else ', uncommitted changes'}; "
+                     f"torch {check.get('torch', '?')}, CUDA {check.get('cuda') or 'none'}), not from the CPU run "
+                     f"above. Pages ran {check.get('concurrency', 1)} at a time, one seed each, "
+                     f"{check.get('threads_per_page', '?')} CPU threads each.")
+        for stage, st in check.get("stages", {}).items():
+            lines.append(f"- {stage}: {st.get('summary', 'not run')}")
+        lines.append("")
+    why = (check or {}).get("stages", {}).get("pages", {}).get("not_measured", {})
+    lines += ["| chapter | run time (wall) | peak GPU memory (torch's allocator, reserved) | kernel peak RSS |",
+              "|---|---|---|---|"]
+    for stem in sorted(set(chapters) | {p.stem for p in book_pages()}):
+        e = chapters.get(stem, {}).get("cuda")
+        if e is None:
+            lines.append(f"| {stem} | not measured{f' ({why[stem]})' if stem in why else ''} | | |")
+            continue
+        gpu_mem = _fmt(e["gpu_peak_mib"], "MiB", 0) if "gpu_peak_mib" in e else "not measured"
+        stamp = ("" if check and e.get("commit") == check.get("commit") else
+                 f" (measured {e.get('date', '?')}, commit `{e.get('commit', '?')[:12]}`)")
+        lines.append(f"| {stem}{stamp} | {_fmt(e['seconds'])} | {gpu_mem} | {_fmt(e['peak_rss_mib'], 'MiB', 0)} |")
+    measured = {stem: by["cuda"] for stem, by in chapters.items() if "cuda" in by}
+    dry = bool((check or {}).get("dry_run"))
+    if measured:
+        lines += ["", "Each headline on the GPU next to the CPU's (the CPU's median ± tolerance over its seeds; the "
+                  "GPU's one run). Timings and speed-ups belong to each device; quality figures should agree within "
+                  "the CPU's tolerance.", "",
+                  f"| chapter | result | measured as | CPU | {'dry run (CPU)' if dry else 'CUDA'} |",
+                  "|---|---|---|---|---|"]
+        for stem, e in measured.items():
+            cpu_models = chapters[stem].get("cpu", {}).get("models", {})
+            for key in dict.fromkeys([*cpu_models, *e["models"]]):
+                cpu, mod = cpu_models.get(key), e["models"].get(key)
+                label = (mod or cpu)["label"]
+                cpu_text = f"{cpu['median']:.3f} ± {cpu['tolerance']:.3f}" if cpu else "not measured"
+                cuda_text = f"{mod['median']:.3f}" if mod else "not measured"
+                lines.append(f"| {stem} | {label} | {measure_of((mod or cpu).get('kind'), label)} | {cpu_text} | "
+                             f"{cuda_text} |")
     lines.append("")
-    return "\n".join(lines)
+    return lines
+
+
+def keep_gpu_rows(results: dict, published: Path) -> None:
+    """A run without a GPU keeps the CUDA rows `make gpu-check` wrote (they carry their own date and commit)."""
+    if torch.cuda.is_available() or not published.exists():
+        return
+    old = json.loads(published.read_text())
+    for stem, by_device in old.get("chapters", {}).items():
+        if "cuda" in by_device and stem in results.get("chapters", {}):
+            results["chapters"][stem]["cuda"] = by_device["cuda"]
+    if "gpu_check" in old:
+        results["gpu_check"] = old["gpu_check"]
 
 
 def update_chapters(stems: list[str]) -> dict:
-    """Re-measure some chapters (a chapter was added or changed) without rerunning the whole benchmark."""
+    """Re-measure some pages (added or changed) into the published results, keeping the other rows; the header
+    says which rows were measured later, and each such row its date and commit."""
     unknown = [s for s in stems if not (ROOT / "book" / f"{s}.md").exists()]
     if unknown:
         raise SystemExit(f"no such chapter: {', '.join(unknown)} (expected book/<stem>.md)")
     js = ROOT / "bench" / "results.json"
     results = json.loads(js.read_text())
+    git = git_state()
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    for stem, by_device in chapters(MODES["full"]["seeds"], devices, only=stems).items():
+    for stem, by_device in chapters(MODES["full"]["seeds"], devices, only=stems, git=git).items():
         results["chapters"].setdefault(stem, {}).update(by_device)
     results["chapters"] = dict(sorted(results["chapters"].items()))
-    results["builtins"] = builtins(MODES["full"]["size"], MODES["full"]["repeats"])  # seconds; new rows appear
+    results.setdefault("updates", []).append({"date": dt.date.today().isoformat(), "commit": git["commit"],
+                                              "clean": git["clean"], "chapters": stems})
     js.write_text(json.dumps(results, indent=2) + "\n")
     (ROOT / "BENCHMARKS.md").write_text(report(results))
     print(f"updated {', '.join(stems)} in {js} and BENCHMARKS.md")
+    _fail_if_over_budget(over_budget(results["chapters"], since=git["commit"]))
     return results
+
+
+def _fail_if_over_budget(over: list[str]) -> None:
+    if over:
+        bar = "!" * 78
+        print(f"\n{bar}\nPAGES OVER THE BOOK'S BUDGET ({PAGE_BUDGET['seconds']:.0f} s, "
+              f"{PAGE_BUDGET['peak_rss_mib']:.0f} MiB on {PAGE_CORES} cores):", file=sys.stderr)
+        for line in over:
+            print(f"  {line}", file=sys.stderr)
+        print(f"(every figure was written; make the pages cheaper, then measure again)\n{bar}", file=sys.stderr)
+        raise SystemExit(1)
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_const", dest="mode", const="quick", help="under 5 minutes")
+    mode.add_argument("--quick", action="store_const", dest="mode", const="quick",
+                      help="every part once, at small sizes, without the book builds")
     mode.add_argument("--tiny", action="store_const", dest="mode", const="tiny", help="smallest settings")
     ap.add_argument("--out", type=Path, default=None,
-                    help="folder for BENCHMARKS.md and results.json (default: repository root and bench/ for a full "
-                         "run, bench/quick/ otherwise)")
+                    help="folder for BENCHMARKS.md and results.json (default: repository root and bench/ for a whole "
+                         "full run, bench/quick/ otherwise)")
+    ap.add_argument("--pages", nargs="+", metavar="STEM", help="measure only these pages (any mode)")
+    ap.add_argument("--skip", nargs="+", choices=PARTS, default=[], help="leave these parts out")
     ap.add_argument("--chapters", nargs="+", metavar="STEM",
-                    help="re-measure only these chapters (e.g. ch02_rnn_lm) with the full mode's seeds, and the "
-                         "built-in timings; update them in bench/results.json and BENCHMARKS.md, keep the rest")
+                    help="re-measure only these pages (e.g. ch02_rnn_lm) with the full mode's seeds; update them in "
+                         "bench/results.json and BENCHMARKS.md, keep the rest")
     a = ap.parse_args(argv)
     if a.chapters:
         return update_chapters(a.chapters)
     a.mode = a.mode or "full"
     cfg = MODES[a.mode]
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    results = {"mode": a.mode, "machine": machine()}
-    if cfg["book"]:
-        print("book builds...", flush=True)
-        results["book"] = book_builds(cfg["repeats"])
-    print("chapters...", flush=True)
-    results["chapters"] = chapters(cfg["seeds"], devices, only=cfg.get("only"))
-    print("from scratch vs built-ins...", flush=True)
-    results["builtins"] = builtins(cfg["size"], cfg["repeats"])
-    print("grading...", flush=True)
-    results["grading"] = grading(cfg["submissions"], cfg.get("throughput_on", "ch01"))
-    print("grading each exercise...", flush=True)
-    results["grading_each_exercise"] = grading_each_exercise(cfg.get("exercises", list(ASSIGNMENTS)))
-    text = report(results)
-    if a.out is None and a.mode == "full":
+    whole = a.mode == "full" and not a.pages and not a.skip
+    if a.out is None and whole:
         md, js = ROOT / "BENCHMARKS.md", ROOT / "bench" / "results.json"
-    else:
+    else:  # a part of the benchmarks never replaces the published figures
         out = a.out or ROOT / "bench" / "quick"
         out.mkdir(parents=True, exist_ok=True)
         md, js = out / "BENCHMARKS.md", out / "results.json"
+    parts = [p for p in PARTS if p not in a.skip and not (p == "book" and not cfg["book_clean"])]
+    started = time.perf_counter()
+    git = git_state()
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    results = {"mode": a.mode, "machine": machine(), "git": git, "parts": parts}
+    if not git["clean"]:
+        print(f"note: the working tree has uncommitted changes ({len(git['changed'])} files); BENCHMARKS.md will say "
+              "so", flush=True)
+    if "book" in parts:
+        print("book builds...", flush=True)
+        results["book"] = book_builds(cfg["book_clean"], cfg["book_rebuilds"])
+    if "chapters" in parts:
+        print("chapter pages...", flush=True)
+        results["chapters"] = chapters(cfg["seeds"], devices, only=a.pages or cfg.get("pages"), git=git)
+    if "kv" in parts:
+        print("KV cache, single-threaded...", flush=True)
+        results["kv_cache"] = kv_cache(cfg["kv_lengths"], cfg["kv_repeats"])
+    if "attention" in parts:
+        print("attention memory...", flush=True)
+        results["attention_memory"] = attention_memory(cfg["attn_n"], cfg["attn_repeats"])
+    if "builtins" in parts:
+        print("from scratch vs built-ins...", flush=True)
+        results["builtins"] = builtins(cfg["size"], cfg["repeats"])
+    if "grading" in parts:
+        print("grading...", flush=True)
+        results["grading"] = grading(cfg["submissions"], cfg.get("throughput_on", "ch01"))
+    if "exercises" in parts:
+        print("grading each exercise...", flush=True)
+        results["grading_each_exercise"] = grading_each_exercise(cfg.get("exercises", list(ASSIGNMENTS)))
+    results["machine"]["load_at_end"] = os.getloadavg()[0]
+    results["seconds"] = time.perf_counter() - started
+    keep_gpu_rows(results, js)
+    text = report(results)
     md.write_text(text)
     js.write_text(json.dumps(results, indent=2) + "\n")
     print(text)
     print(f"\nwrote {md} and {js}")
+    if cfg["budget"]:
+        _fail_if_over_budget(over_budget(results.get("chapters", {})))
     return results
 
 

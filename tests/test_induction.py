@@ -76,3 +76,28 @@ def test_loss_by_position_is_the_mean_negative_log_probability_at_each_position(
     got = loss_by_position(logits, ids)
     assert got.tolist() == pytest.approx([-torch.tensor(0.5).log().item(),
                                           -(torch.tensor(0.9).log() + torch.tensor(0.8).log()).item() / 2])
+
+
+def test_same_subject_documents_share_one_subject_noun_per_document():
+    from lmbook.corpus import NOUNS_PL, NOUNS_SG, load_corpus
+    from lmbook.induction import same_subject_documents
+    from lmbook.instruct import parse, sentences
+
+    corpus = load_corpus(n_train=3000, n_val=10, n_test=10)
+    docs, nouns = same_subject_documents(corpus.train, corpus.vocab, 20, 40, seed=1)
+    assert docs.shape == (20, 40) and len(set(nouns)) > 2
+    for row, noun in zip(docs, nouns, strict=True):
+        assert corpus.vocab.itos[row[0]] == "."
+        subjects = {parse(words).subject.noun for words in sentences(row, corpus.vocab)}  # the complete ones
+        assert subjects == {noun}, f"{corpus.vocab.decode(row)}: subjects {subjects}, expected only {noun!r}"
+        assert noun in NOUNS_SG + NOUNS_PL
+
+
+def test_subject_positions_find_each_sentence_subject_after_its_adjectives():
+    from lmbook.corpus import load_corpus
+    from lmbook.induction import subject_positions
+
+    vocab = load_corpus(n_train=200, n_val=10, n_test=10).vocab
+    doc = vocab.encode(". the old red cat runs . a dog sees the cat . some")
+    assert subject_positions(doc, vocab) == [(0, 4), (1, 8)]
+    assert [vocab.itos[doc[t]] for _, t in subject_positions(doc, vocab)] == ["cat", "dog"]

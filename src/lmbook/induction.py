@@ -15,11 +15,21 @@ at the same time as the loss on late positions falls below the loss on early one
 
 :func:`repeated_sequences` writes the task; :func:`induction_score` and :func:`previous_token_score` measure, in
 a head's attention weights, how much each position puts where these rules say.
+
+The same rule on the course's language (:func:`same_subject_documents`): documents whose sentences all share
+their subject noun, as real text keeps returning to what it is about. After one sentence, the next subject
+noun can be copied from the context; the true model of independent sentences (:mod:`lmbook.corpus`) gives
+the loss of a reader that does not look back, exactly.
 """
 
 from __future__ import annotations
 
+import random
+
 import torch
+
+from .corpus import ADJS, EOS, Vocab
+from .instruct import parse, sentences
 
 
 def repeated_sequences(n: int, length: int, vocab_size: int, seed: int = 0, min_length: int | None = None,
@@ -73,3 +83,42 @@ def loss_by_position(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """Mean over the batch of −ln P(ids[:, t+1] | ids[:, ≤t]) for each t: logits (B, n, V) for ids (B, n + 1)."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     return -logp.gather(-1, ids[:, 1:, None])[..., 0].mean(0)
+
+
+def same_subject_documents(ids: torch.Tensor, vocab: Vocab, count: int, length: int,
+                           seed: int = 0) -> tuple[torch.Tensor, list[str]]:
+    """(count, length) documents of the course's language, each "." then sentences of ``ids`` (a token stream)
+    that share one subject noun, cut at ``length`` words; and each document's noun.
+
+    A document's first sentence is drawn from all of the stream's sentences, so its noun is as frequent as in
+    the language; the others are drawn from the sentences whose subject is that noun."""
+    rng = random.Random(seed)
+    pool = sentences(ids, vocab)
+    by_noun: dict[str, list[list[str]]] = {}
+    for words in pool:
+        by_noun.setdefault(parse(words).subject.noun, []).append(words)
+    docs, nouns = [], []
+    for _ in range(count):
+        first = rng.choice(pool)
+        noun = parse(first).subject.noun
+        words = [EOS, *first]
+        while len(words) < length:
+            words += rng.choice(by_noun[noun])
+        docs.append(vocab.encode(words[:length]))
+        nouns.append(noun)
+    return torch.tensor(docs), nouns
+
+
+def subject_positions(doc: torch.Tensor | list[int], vocab: Vocab) -> list[tuple[int, int]]:
+    """(k, t) for each sentence of a document whose subject noun is in it: the noun sits at position t, after
+    k earlier sentences (a sentence starts after a "." with a determiner and its adjectives)."""
+    words = [vocab.itos[int(i)] for i in doc]
+    adjs, out = set(ADJS), []
+    for i, w in enumerate(words[:-1]):
+        if w == EOS:
+            t = i + 2  # the determiner, then the adjectives
+            while t < len(words) and words[t] in adjs:
+                t += 1
+            if t < len(words):
+                out.append((len(out), t))
+    return out
