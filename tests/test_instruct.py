@@ -135,3 +135,40 @@ def test_respond_stops_at_the_first_full_stop():
 
     out = respond(Writes(), [["x"], ["y", "y"]], vocab, max_new_tokens=5)
     assert out == [["y", "."], ["."]]
+
+
+def test_instruction_data_asks_every_task_of_every_sentence(sents):
+    from lmbook.instruct import instruction_data
+
+    data = instruction_data(sents[:50], seed=0)
+    assert len(data) == 4 * 50
+    assert [e.task for e in data[:8]] == [*TASKS, *TASKS]
+    assert all(e.prompt[1:-1] == sents[i // 4] or e.task == "<continue>" for i, e in enumerate(data))
+
+
+def test_instruction_tuned_gpt_is_the_same_from_the_same_seed_and_leaves_the_pretrained_model_alone(corpus):
+    from lmbook.instruct import instruction_tuned_gpt
+
+    runs = [instruction_tuned_gpt(corpus, seed, pretrain_steps=3, tune_steps=2) for seed in (1, 1, 2)]
+    a, b, c = (dict(r.tuned.named_parameters()) for r in runs)
+    assert all(torch.equal(a[k], b[k]) for k in a), "the same seed gave different weights"
+    assert not all(torch.equal(a[k], c[k]) for k in a), "another seed gave the same weights"
+    pre, tuned = dict(runs[0].pretrained.named_parameters()), a
+    assert not all(torch.equal(pre[k], tuned[k]) for k in pre), "fine-tuning changed nothing"
+    assert pre["wte.weight"].shape[0] == len(corpus.vocab) + len(SPECIAL)
+    assert runs[0].vocab.itos[-len(SPECIAL):] == list(SPECIAL)
+
+
+def test_instruction_tuned_gpt_keeps_its_models_in_the_cache_and_reads_them_back(corpus, tmp_path):
+    from lmbook.instruct import instruction_tuned_gpt
+
+    built = instruction_tuned_gpt(corpus, 3, pretrain_steps=3, tune_steps=2, cache=tmp_path)
+    files = list(tmp_path.glob("*.pt"))
+    assert len(files) == 1, files
+    loaded = instruction_tuned_gpt(corpus, 3, pretrain_steps=3, tune_steps=2, cache=tmp_path)
+    for a, b in ((built.tuned, loaded.tuned), (built.pretrained, loaded.pretrained)):
+        sa, sb = a.state_dict(), b.state_dict()
+        assert all(torch.equal(sa[k], sb[k]) for k in sa), "the cached model differs from the one built"
+    assert loaded.tune_log.loss == built.tune_log.loss and loaded.vocab.itos == built.vocab.itos
+    instruction_tuned_gpt(corpus, 4, pretrain_steps=3, tune_steps=2, cache=tmp_path)
+    assert len(list(tmp_path.glob("*.pt"))) == 2, "another seed must be another entry, not the same one"

@@ -37,20 +37,27 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def sequence_log_probs(model: nn.Module, ids: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """ln π(y|x) for each row of ``ids`` (B, n): the sum over positions t ≥ 1 with ``response_mask[:, t]`` True of
-    ln P(ids[t] | ids[<t]). The mask marks the response's tokens (B, n); the prompt and padding are left out."""
+def sequence_log_probs(model: nn.Module, ids: torch.Tensor,
+                       response_mask: torch.Tensor) -> torch.Tensor:
+    """ln π(y|x) for each row of ``ids`` (B, n): the sum over positions t ≥ 1 with
+    ``response_mask[:, t]`` True of ln P(ids[t] | ids[<t]). The mask marks the
+    response's tokens (B, n); the prompt and padding are left out."""
     logits = model(ids[:, :-1])
-    logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, ids[:, 1:, None])[..., 0]  # (B, n − 1)
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    logp = logp.gather(-1, ids[:, 1:, None])[..., 0]  # (B, n − 1): each next token's
     return (logp * response_mask[:, 1:].to(logp.dtype)).sum(-1)
 
 
-def dpo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_chosen: torch.Tensor,
-             ref_rejected: torch.Tensor, beta: float) -> torch.Tensor:
-    """−mean ln σ(β [(ln π(y_w) − ln π_ref(y_w)) − (ln π(y_l) − ln π_ref(y_l))]), all arguments (B,)."""
-    chosen_ratio = policy_chosen - ref_chosen  # ln π(y_w|x)/π_ref(y_w|x): the implicit reward of y_w, over β
+def dpo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor,
+             ref_chosen: torch.Tensor, ref_rejected: torch.Tensor,
+             beta: float) -> torch.Tensor:
+    """−mean ln σ(β [(ln π(y_w) − ln π_ref(y_w)) − (ln π(y_l) − ln π_ref(y_l))]),
+    all arguments (B,)."""
+    # ln π(y_w|x)/π_ref(y_w|x): the implicit reward of y_w, divided by β
+    chosen_ratio = policy_chosen - ref_chosen
     rejected_ratio = policy_rejected - ref_rejected
-    return -F.logsigmoid(beta * (chosen_ratio - rejected_ratio)).mean()  # logsigmoid: no overflow for large margins
+    # logsigmoid: no overflow for large margins
+    return -F.logsigmoid(beta * (chosen_ratio - rejected_ratio)).mean()
 
 
 def best_of_n_bad_share(q_good: float, n: int) -> float:

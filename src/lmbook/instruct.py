@@ -25,16 +25,25 @@ The tasks are defined by the course's grammar (:mod:`lmbook.corpus`), so every a
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import inspect
+import os
 import random
+import sys
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .causal_lm import train_lm
 from .corpus import ADJS, DETS_PL, DETS_SG, EOS, HMM, NOUNS_PL, NOUNS_SG, PREPS, VERBS_INTRANS, VERBS_TRANS, Vocab
+from .device import seed_everything
+from .gpt import GPT, GPTConfig
 
 PAD, ANSWER = "<pad>", "<answer>"
 TASKS = ("<plural>", "<singular>", "<plain>", "<continue>")
@@ -196,9 +205,11 @@ def extend_vocab(model: nn.Module, n_new: int) -> nn.Module:
     return model
 
 
-def encode(examples: list[Example], vocab: Vocab, pad: str = PAD) -> tuple[torch.Tensor, torch.Tensor]:
-    """ids (B, n) of prompt + response, right-padded, and the response mask (B, n): True at the response's
-    tokens (the ones the loss counts; never the prompt, never padding)."""
+def encode(examples: list[Example], vocab: Vocab,
+           pad: str = PAD) -> tuple[torch.Tensor, torch.Tensor]:
+    """ids (B, n) of prompt + response, right-padded, and the response mask (B, n):
+    True at the response's tokens (the ones the loss counts; never the prompt, never
+    padding)."""
     seqs = [vocab.encode(e.prompt + e.response) for e in examples]
     n = max(map(len, seqs))
     ids = torch.full((len(seqs), n), vocab.stoi[pad], dtype=torch.long)
@@ -209,9 +220,12 @@ def encode(examples: list[Example], vocab: Vocab, pad: str = PAD) -> tuple[torch
     return ids, mask
 
 
-def response_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the positions where ``mask`` (B, n) is True; logits (B, n, V), targets (B, n)."""
-    nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
+def response_loss(logits: torch.Tensor, targets: torch.Tensor,
+                  mask: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the positions where ``mask`` (B, n) is True;
+    logits (B, n, V), targets (B, n)."""
+    nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                          reduction="none")  # one loss per position
     mask = mask.reshape(-1).to(nll.dtype)
     return (nll * mask).sum() / mask.sum()
 
@@ -270,3 +284,88 @@ def respond(model: nn.Module, prompts: list[list[str]], vocab: Vocab, max_new_to
             words = [vocab.itos[t] for t in seq]
             out[i] = words[: words.index(EOS) + 1] if EOS in words else words
     return out
+
+
+# ----------------------------------------------------------------------------- the recipe, end to end
+
+
+def instruction_data(sents: list[list[str]], seed: int = 0) -> list[Example]:
+    """Every task on every sentence of ``sents``: 4 examples a sentence (``<continue>``'s cut drawn from ``seed``)."""
+    rng = random.Random(seed)
+    return [make_example(task, s, rng) for s in sents for task in TASKS]
+
+
+# Where pages keep the models a later page reuses (rebuilt when absent): the user's cache folder.
+MODEL_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lmbook"
+
+
+@dataclass
+class InstructRun:
+    """What :func:`train_instruction_gpt` builds: the pretrained model, the same fine-tuned, and the vocabulary
+    with the special tokens (their ids follow the corpus's words)."""
+
+    pretrained: nn.Module
+    tuned: nn.Module
+    vocab: Vocab
+    pretrain_seconds: float
+    tune_log: InstructLog
+
+
+def train_instruction_gpt(corpus, seed: int = 0, *, pretrain_steps: int = 400,
+                          tune_steps: int = 1000, block_size: int = 48) -> InstructRun:
+    """Chapter 11's recipe from a seed: chapter 9's GPT pretrained on the corpus, its
+    vocabulary extended by the special tokens, then a copy fine-tuned on requests."""
+    seed_everything(seed)
+    config = GPTConfig(len(corpus.vocab), block_size, n_layer=2, n_head=4, d_model=64)
+    pretrained = GPT(config)
+    log = train_lm(pretrained, corpus.train, steps=pretrain_steps, batch_size=32,
+                   lr=3e-3, seed=seed)
+    extend_vocab(pretrained, len(SPECIAL))
+    vocab = Vocab([*corpus.vocab.itos, *SPECIAL])
+    requests = instruction_data(sentences(corpus.train, corpus.vocab), seed)
+    ids, mask = encode(requests, vocab)
+    tuned = copy.deepcopy(pretrained)
+    tune_log = train_instruct(tuned, ids, mask, steps=tune_steps, batch_size=32,
+                              lr=3e-3, seed=seed)
+    return InstructRun(pretrained.eval(), tuned.eval(), vocab, log.seconds, tune_log)
+
+
+def instruction_tuned_gpt(corpus, seed: int = 0, *, pretrain_steps: int = 400, tune_steps: int = 1000,
+                          block_size: int = 48, cache: str | Path | None = None) -> InstructRun:
+    """:func:`train_instruction_gpt`, kept in ``cache`` (a folder) when one is given.
+
+    The key is made of the code that trains the models (this module, the training loop, the model, the
+    corpus's generator), the training split, the arguments and torch's version: a later page reuses the models,
+    and any change trains them again. The same seed gives the same models (on one device and torch version)."""
+    from . import causal_lm, gpt
+    from . import corpus as corpus_module
+
+    args = dict(pretrain_steps=pretrain_steps, tune_steps=tune_steps, block_size=block_size)
+    if cache is None:
+        return train_instruction_gpt(corpus, seed, **args)
+    key = hashlib.sha256()
+    for module in (sys.modules[__name__], causal_lm, gpt, corpus_module):
+        key.update(inspect.getsource(module).encode())
+    key.update(corpus.train.numpy().tobytes())
+    key.update(repr((seed, sorted(args.items()), torch.__version__)).encode())
+    path = Path(cache) / f"instruction_tuned_gpt-{key.hexdigest()[:20]}.pt"
+    if path.exists():
+        return _load_run(torch.load(path, weights_only=False), corpus, block_size)
+    run = train_instruction_gpt(corpus, seed, **args)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    torch.save({"pretrained": run.pretrained.state_dict(), "tuned": run.tuned.state_dict(),
+                "pretrain_seconds": run.pretrain_seconds, "tune_loss": run.tune_log.loss,
+                "tune_seconds": run.tune_log.seconds}, tmp)
+    tmp.replace(path)  # whole or absent: a run stopped half-way leaves no broken file
+    return run
+
+
+def _load_run(saved: dict, corpus, block_size: int) -> InstructRun:
+    models = []
+    for name in ("pretrained", "tuned"):
+        model = GPT(GPTConfig(len(corpus.vocab) + len(SPECIAL), block_size, n_layer=2, n_head=4, d_model=64))
+        model.load_state_dict(saved[name])
+        models.append(model.eval())
+    log = InstructLog(saved["tune_loss"], saved["tune_seconds"])
+    return InstructRun(*models, Vocab([*corpus.vocab.itos, *SPECIAL]), saved["pretrain_seconds"], log)
