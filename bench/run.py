@@ -549,6 +549,18 @@ def builtins(size: tuple[int, int], repeats: int) -> dict:
     our_gpt = load_hf_gpt2(GPT(GPTConfig(vocab_size=2048, block_size=128, n_layer=2, n_head=4, d_model=128)),
                            hf_gpt).eval()
     gpt_ids = torch.randint(0, 2048, (32, 128), generator=g)
+    # chapter 11's Llama-style decoder against transformers' LlamaForCausalLM, same weights, the same size as the
+    # GPT above, grouped-query attention (2 key/value heads for 4 query heads); transformers' default attention
+    from transformers import LlamaConfig as HFLlamaConfig
+    from transformers import LlamaForCausalLM
+
+    from lmbook.llama import Llama, LlamaConfig, load_hf_llama
+
+    hf_llama = LlamaForCausalLM(HFLlamaConfig(vocab_size=2048, hidden_size=128, intermediate_size=344,
+                                              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                              max_position_embeddings=128, rms_norm_eps=1e-6,
+                                              tie_word_embeddings=False)).eval()
+    our_llama = load_hf_llama(Llama(LlamaConfig(2048, 128, 2, 4, 128, n_kv_head=2, d_ff=344)), hf_llama).eval()
 
     def train_step(forward):  # forward and backward; returns the output, so the two can be compared
         def step():
@@ -567,6 +579,9 @@ def builtins(size: tuple[int, int], repeats: int) -> dict:
                                 "torch.nn.TransformerDecoderLayer (forward + backward)", list(tgt.shape)),
         "gpt_forward": (torch.no_grad()(lambda: our_gpt(gpt_ids)), torch.no_grad()(lambda: hf_gpt(gpt_ids).logits),
                         "transformers GPT2LMHeadModel (forward)", list(gpt_ids.shape)),
+        "llama_forward": (torch.no_grad()(lambda: our_llama(gpt_ids)),
+                          torch.no_grad()(lambda: hf_llama(gpt_ids).logits),
+                          "transformers LlamaForCausalLM (forward)", list(gpt_ids.shape)),
         "log_softmax": (lambda: LF.log_softmax(x, -1), lambda: torch.log_softmax(x, -1),
                         "torch.log_softmax", [B, V]),
         "cross_entropy": (lambda: LF.cross_entropy(x, t), lambda: F.cross_entropy(x, t),
