@@ -157,8 +157,9 @@ def test_an_unknown_page_is_named(tmp_path):
 
 
 def test_make_gpu_check_runs_the_script_with_the_given_python_and_arguments():
-    r = subprocess.run(["make", "-n", "gpu-check", "GPU_PYTHON=python3", "GPU_CHECK_ARGS=--dry-run"], cwd=ROOT,
-                       capture_output=True, text=True)
+    # --no-print-directory: under `make test` this make is a sub-make, which would announce its directory
+    r = subprocess.run(["make", "--no-print-directory", "-n", "gpu-check", "GPU_PYTHON=python3",
+                        "GPU_CHECK_ARGS=--dry-run"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines() == ["python3 bench/gpu_check.py --dry-run"], (
         "with GPU_PYTHON the target should set nothing up (a GPU machine's own Python) and run only the check")
