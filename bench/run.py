@@ -836,9 +836,18 @@ def _header(r: dict) -> list[str]:
              "cache single-threaded; each grader's kernels and sandboxed runs with 1 thread (OMP_NUM_THREADS=1).",
              load]
     for u in r.get("updates", []):
-        lines.append(f"- **Re-measured later** by `make bench-chapters` on {u['date']} at commit `{u['commit'][:12]}`"
-                     f"{'' if u.get('clean') else ' (uncommitted changes)'}: {', '.join(u['chapters'])} (their rows "
-                     "say so).")
+        changes = '' if u.get('clean') else ' (uncommitted changes)'
+        if "chapters" in u:
+            lines.append(f"- **Re-measured later** by `make bench-chapters` on {u['date']} at commit "
+                         f"`{u['commit'][:12]}`{changes}: {', '.join(u['chapters'])} (their rows say so).")
+        else:
+            load = (f", load average {u['load_at_start']:.1f} at the start and {u['load_at_end']:.1f} at the end"
+                    if "load_at_end" in u else "")
+            parts = " and ".join({"grading": "the grading comparison",
+                                  "exercises": "every exercise's grading"}[p] for p in u["parts"])
+            lines.append(f"- **Re-measured later** by `python bench/run.py --update {' '.join(u['parts'])}` on "
+                         f"{u['date']} at commit `{u['commit'][:12]}`{changes}{load}: {parts} (the Grading "
+                         "section).")
     return lines + [""]
 
 
@@ -958,8 +967,8 @@ def _grading_section(r: dict) -> list[str]:
     n = g["submissions"]
     lines = ["## Grading", "", f"{n} generated submissions of exercise {int(g.get('assignment', 'ch01')[2:])} "
              "(correct, blank, partly wrong, syntax error, imported answer, in turn; each a distinct notebook), "
-             f"graded by both in the same run. `lmbook-grade` ran {g['workers']} workers (its default, one per "
-             "core), " + (f"with every protection on: {g['protections']}. " if "protections" in g else
+             f"graded by both in the same run{_when(g, r)}. `lmbook-grade` ran {g['workers']} workers (its "
+             "default, one per core), " + (f"with every protection on: {g['protections']}. " if "protections" in g else
                           "with the protections of the grader of that day (this run did not record which). ") +
              "Plain `nbgrader "
              "autograde` is serial, with nbgrader's default preprocessors (its own course folder and config, not "
@@ -1103,6 +1112,32 @@ def update_chapters(stems: list[str]) -> dict:
     return results
 
 
+UPDATABLE = ("grading", "exercises")  # parts that can be re-measured alone into the published results
+
+
+def update_parts(parts: list[str]) -> dict:
+    """Re-measure the grading parts (the grader changed) into the published results, keeping the other figures;
+    the header says which parts were measured later, and the section its date and commit."""
+    js = ROOT / "bench" / "results.json"
+    results = json.loads(js.read_text())
+    git = git_state()
+    cfg = MODES["full"]
+    stamp = {"date": dt.date.today().isoformat(), "commit": git["commit"], "clean": git["clean"],
+             "load_at_start": os.getloadavg()[0]}
+    if "grading" in parts:
+        print("grading...", flush=True)
+        results["grading"] = {**grading(cfg["submissions"], cfg.get("throughput_on", "ch01")), **stamp}
+    if "exercises" in parts:
+        print("grading each exercise...", flush=True)
+        results["grading_each_exercise"] = grading_each_exercise(cfg.get("exercises", list(ASSIGNMENTS)))
+    stamp["load_at_end"] = os.getloadavg()[0]
+    results.setdefault("updates", []).append({**stamp, "parts": parts})
+    js.write_text(json.dumps(results, indent=2) + "\n")
+    (ROOT / "BENCHMARKS.md").write_text(report(results))
+    print(f"updated {', '.join(parts)} in {js} and BENCHMARKS.md")
+    return results
+
+
 def _fail_if_over_budget(over: list[str]) -> None:
     if over:
         bar = "!" * 78
@@ -1128,9 +1163,14 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--chapters", nargs="+", metavar="STEM",
                     help="re-measure only these pages (e.g. ch02_rnn_lm) with the full mode's seeds; update them in "
                          "bench/results.json and BENCHMARKS.md, keep the rest")
+    ap.add_argument("--update", nargs="+", choices=UPDATABLE, metavar="PART",
+                    help="re-measure only these parts (grading, exercises) with the full mode's sizes; update them "
+                         "in bench/results.json and BENCHMARKS.md, keep the rest")
     a = ap.parse_args(argv)
     if a.chapters:
         return update_chapters(a.chapters)
+    if a.update:
+        return update_parts(a.update)
     a.mode = a.mode or "full"
     cfg = MODES[a.mode]
     whole = a.mode == "full" and not a.pages and not a.skip

@@ -125,6 +125,22 @@ def test_the_header_names_the_commit_and_says_when_it_was_not_recorded(bench):
     assert "**Load average**: not recorded" in text
 
 
+def test_grading_measured_later_says_so_in_the_header_and_in_its_section(bench):
+    # the grader changed after the whole run: `--update grading` re-measures it alone, and a reader must not
+    # take the comparison for the run's
+    side = {"seconds": 100.0, "cpu_seconds": 150.0, "per_minute": 60.0, "peak_rss_mib": 900.0, "includes": "x"}
+    grading = {"assignment": "ch01", "submissions": 100, "workers": 2, "lmbook_grade": side,
+               "nbgrader_autograde": {**side, "seconds": 300.0, "per_minute": 20.0}, "throughput_ratio": 3.0,
+               "same_total": 100, "different_total": {}, "date": "2026-11-27", "commit": "feed" + "0" * 36}
+    update = {"date": "2026-11-27", "commit": "feed" + "0" * 36, "clean": True, "load_at_start": 0.4,
+              "load_at_end": 0.6, "parts": ["grading"]}
+    text = bench.report(results({}, grading=grading, updates=[update]))
+    assert ("Re-measured later** by `python bench/run.py --update grading` on 2026-11-27 at commit `feed00000000`, "
+            "load average 0.4 at the start and 0.6 at the end: the grading comparison") in text, text[:1500]
+    section = text.split("## Grading", 1)[1]
+    assert "graded by both in the same run (measured 2026-11-27, commit `feed00000000`)" in section, section[:600]
+
+
 def test_headlines_say_whether_they_are_quality_wall_time_or_bytes_allocated(bench):
     assert bench.measure_of("ratio", "causal attention at n = 2048: course ÷ SDPA memory allocated") == (
         "bytes allocated")

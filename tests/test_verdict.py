@@ -176,6 +176,23 @@ def test_a_python_float_fails_where_the_statement_asks_for_a_tensor():
     assert not ok and "returned a float, expected a one-element tensor" in message, message
 
 
+def test_a_function_without_return_is_told_it_returned_none_and_why(capsys):
+    def answer(x):
+        y = 2 * x  # computed, never returned: the function gives None  # noqa: F841
+
+    for verdict in (grader_verdict(DOUBLE, answer, hidden=False, seed=0),
+                    kernel_verdict(DOUBLE, answer, hidden=False, seed=0, capsys=capsys)):
+        ok, message = verdict
+        assert not ok and "returned None (a function that ends without a return statement gives None)" in message, \
+            message
+        assert "NoneType" not in message, message
+
+
+def test_a_type_is_named_with_its_article():
+    message = grader_verdict(SUM_TENSOR_ONLY, lambda x: int(x.sum() > 0), hidden=False, seed=1)[1]
+    assert "returned an int, expected a one-element tensor" in message and "a int" not in message, message
+
+
 def test_comparing_strings_with_is_fails_in_jupyter_as_in_the_grader(capsys):
     with warnings.catch_warnings():  # the student's mistake under test: Python warns of it when compiling
         warnings.simplefilter("ignore", SyntaxWarning)

@@ -62,7 +62,10 @@ def describe_value(x) -> str:
         return "a NumPy array (make a torch tensor: torch.from_numpy(...), or torch's own functions)"
     if type(x).__module__ == "numpy":
         return f"a numpy.{type(x).__name__}"
-    return f"a {type(x).__name__}"
+    if x is None:  # the commonest wrong answer of all: the function's last line computes but never returns
+        return "None (a function that ends without a return statement gives None)"
+    name = type(x).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def _shape_hint(got: tuple[int, ...], want: tuple[int, ...]) -> str:

@@ -125,6 +125,23 @@ def compare_whole_number(unit: str):
     return compare
 
 
+def compare_whole_numbers(names: tuple[str, ...], form: str, unit: str):
+    """A compare for an answer that is a tuple of counts of ``unit``, one per name (``form`` spells the tuple
+    as the task asks for it, e.g. "(with_cache, without_cache)"): each count as :func:`compare_whole_number`
+    compares it, the first wrong one named."""
+    one = compare_whole_number(unit)
+
+    def compare(out, ref) -> str | None:
+        if not isinstance(out, tuple | list) or len(out) != len(names):
+            return f"returned {describe_value(out)}, expected a tuple {form} of {len(names)} whole numbers"
+        for name, o, r in zip(names, out, ref, strict=True):
+            message = one(o, r)
+            if message is not None:
+                return f"{name}: {message}"
+        return None
+    return compare
+
+
 def compare_step_and_cache(out, ref, *, kv_heads: bool = False) -> str | None:
     """What differs between a cached attention step's ``(y_new, cache)`` and the reference's, the first thing
     a student should fix first: the container, then y_new, then each of cache['k'] and cache['v'] (its number

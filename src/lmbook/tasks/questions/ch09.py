@@ -17,9 +17,7 @@ from __future__ import annotations
 import torch
 
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import describe_value
-from ..common import COURSE, compare_whole_number
-from ..common import as_int as _as_int
+from ..common import COURSE, compare_whole_number, compare_whole_numbers
 
 MODULES = (*COURSE, "lmbook.gpt", "lmbook.generate", "transformers")
 # Not `numel`: torch calls it inside its own layers (a model built on the meta device and counted by shapes is a
@@ -210,19 +208,6 @@ def _positions_with(mistake: str):
     return fn
 
 
-def _positions_compare(out, ref) -> str | None:
-    if not isinstance(out, tuple | list) or len(out) != 2:
-        return f"returned {describe_value(out)}, expected a tuple (with_cache, without_cache) of two whole numbers"
-    names = ("with the cache", "without the cache")
-    for name, o, r in zip(names, out, ref, strict=True):
-        value = _as_int(o)
-        if value is None:
-            return f"{name}: returned {describe_value(o)}, expected a whole number of positions"
-        if value != int(r):
-            return f"{name}: returned {value:,} positions, expected {int(r):,}"
-    return None
-
-
 def _positions_random(g, device):
     return ((int(torch.randint(1, 200, (1,), generator=g)), int(torch.randint(2, 500, (1,), generator=g))), {})
 
@@ -232,7 +217,8 @@ POSITIONS_READ = Check(
     what="positions run through the model to generate n_new tokens after a prompt of prompt_len: with a KV "
          "cache, and reading the whole sequence again at every step",
     reference=_positions_ref,
-    compare=_positions_compare,
+    compare=compare_whole_numbers(("with the cache", "without the cache"), "(with_cache, without_cache)",
+                                  "positions"),
     cases=[Case("a prompt of 3 tokens, 4 new tokens", _fixed(3, 4)),
            Case("a prompt of 1 token, 1,024 new tokens", _fixed(1, 1024))],
     hidden_cases=[Case("one new token after a prompt of 10", _fixed(10, 1)),

@@ -16,9 +16,8 @@ from __future__ import annotations
 import torch
 
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import describe_scalar_mismatch, describe_value
-from ..common import as_int as _as_int
-from ..common import compare_whole_number
+from ...grading.compare import describe_scalar_mismatch
+from ..common import compare_whole_number, compare_whole_numbers
 
 MODULES = ("lmbook.bert", "lmbook.bert_finetune", "lmbook.transformer", "lmbook.gpt", "transformers",
            "tokenizers")
@@ -246,18 +245,6 @@ def _t5_with(mistake: str):
     return fn
 
 
-def _t5_compare(out, ref) -> str | None:
-    if not isinstance(out, tuple | list) or len(out) != 2:
-        return f"returned {describe_value(out)}, expected a tuple (encoder_length, decoder_length)"
-    for name, o, r in zip(("the encoder input", "the decoder target"), out, ref, strict=True):
-        value = _as_int(o)
-        if value is None:
-            return f"{name}: returned {describe_value(o)}, expected a whole number of tokens"
-        if value != int(r):
-            return f"{name}: returned {value:,} tokens, expected {int(r):,}"
-    return None
-
-
 def _t5_random(g, device):
     n = int(torch.randint(20, 600, (1,), generator=g))
     k = int(torch.randint(1, max(2, n // 10), (1,), generator=g))
@@ -269,7 +256,8 @@ SPAN_CORRUPTION_LENGTHS = Check(
     task="span_corruption_lengths",
     what="T5's span corruption: (encoder input length, decoder target length)",
     reference=_t5_ref,
-    compare=_t5_compare,
+    compare=compare_whole_numbers(("the encoder input", "the decoder target"),
+                                  "(encoder_length, decoder_length)", "tokens"),
     cases=[Case("the chapter's example: 8 tokens, 2 spans, 3 corrupted tokens", _fixed(8, 2, 3)),
            Case("T5's set-up: 512 tokens, 15% in spans of 3 on average (26 spans, 77 tokens)",
                 _fixed(512, 26, 77))],
