@@ -238,11 +238,16 @@ HEADLINES = {
         ("Transformer: exact match just beyond the training lengths", "em_tf_beyond"),
         ("Transformer: test exact match within the training lengths", "em_tf_inside"),
         ("Transformer: output length ÷ reference length beyond the training lengths", "len_ratio_tf"),
+        ("BLEU beyond the training lengths, RNN minus Transformer", "bleu_gap"),
         ("Transformer: training seconds to the validation target", "reach_tf"),
         ("RNN + attention: training seconds to the validation target", "reach_rnn"),
         ("training time to the target, Transformer ÷ RNN", "reach_ratio"),
-        ("label smoothing 0.1: mean probability of the right word", "p_smooth"),
         ("search errors: largest share of a model's greedy errors", "share_max"),
+    ],
+    "ch08_label_smoothing": [
+        ("label smoothing 0.1: mean probability of the right word", "p_smooth"),
+        ("label smoothing 0.1: validation loss (nats)", "nll_smooth"),
+        ("label smoothing: exact match, |with − without|", "em_diff"),
     ],
     "ch09_gpt": [
         ("BPE training, 2,000 merges on 1 MB: seconds", "bpe_seconds"),

@@ -4,6 +4,7 @@ torch's own loss, unrolled steps, lmbook.decoding."""
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 import torch
@@ -231,6 +232,24 @@ def test_a_tiny_attention_model_learns_a_handful_of_pairs():
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     assert exact_match(translate(model, sources, src_vocab, tgt_vocab), refs) == 1.0
     assert exact_match(translate(model, sources[:3], src_vocab, tgt_vocab, beam_size=3), refs[:3]) == 1.0
+
+
+def test_fit_counts_the_cpu_time_of_training_steps_only():
+    # chapter 8 compares step costs in CPU time, which a busy machine cannot inflate by making it wait; the
+    # evaluations between steps must stay out of it, as they stay out of the wall-clock seconds
+    src_vocab, tgt_vocab = vocabularies()
+    data = encode_pairs(sample_pairs(8, seed=1, max_len=7), src_vocab, tgt_vocab)
+
+    def busy_metric(model) -> float:  # 0.3 s of CPU per evaluation, three evaluations
+        end = time.process_time() + 0.3
+        while time.process_time() < end:
+            pass
+        return 0.0
+
+    torch.manual_seed(0)
+    model = Seq2Seq(len(src_vocab), len(tgt_vocab), d_emb=8, d_hid=16)
+    log = fit(model, data, data, steps=30, batch_size=8, eval_every=10, metric=busy_metric)
+    assert 0 < log.cpu_seconds < 0.9, f"{log.cpu_seconds:.2f} s of CPU: the evaluations' 0.9 s are counted in it"
 
 
 def test_translate_and_scores_by_length():

@@ -71,6 +71,7 @@ class TrainLog:
     val_metric: list[float] = field(default_factory=list)
     val_seconds: list[float] = field(default_factory=list)  # training seconds spent when each was recorded
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # CPU time of the training steps: time spent waiting for a busy core is not in it
 
 
 @torch.no_grad()
@@ -150,7 +151,7 @@ def fit(model: Seq2Seq, train, val=None, *, steps: int, batch_size: int = 64, lr
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: warmup_cosine(k, steps, warmup, decay))
     x, x_len, y = train
     batches = length_bucketed_batches(x_len, batch_size, torch.Generator().manual_seed(seed))
-    log, start = TrainLog(), time.perf_counter()
+    log, start, cpu_start = TrainLog(), time.perf_counter(), time.process_time()
     for step in range(1, steps + 1):
         model.train()
         idx = next(batches)
@@ -166,12 +167,14 @@ def fit(model: Seq2Seq, train, val=None, *, steps: int, batch_size: int = 64, lr
         sched.step()
         log.loss.append(loss.item())
         if val is not None and eval_every and (step % eval_every == 0 or step == steps):
-            paused = time.perf_counter()
+            paused, cpu_paused = time.perf_counter(), time.process_time()
             log.val_steps.append(step)
             log.val_seconds.append(paused - start)
             log.val_loss.append(evaluate_loss(model, val))
             if metric is not None:
                 log.val_metric.append(metric(model))
             start += time.perf_counter() - paused
+            cpu_start += time.process_time() - cpu_paused
     log.seconds = time.perf_counter() - start
+    log.cpu_seconds = time.process_time() - cpu_start
     return log

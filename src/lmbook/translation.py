@@ -85,7 +85,8 @@ class Clause:
 def _np(rng: random.Random, depth: int) -> NP:
     plural = rng.random() < 0.4
     det = rng.choice(DETS_PL if plural else DETS_SG)
-    adjs = tuple(rng.sample(ADJS, k=rng.choice([0, 0, 1, 1, 2])))
+    k = rng.choice([0, 0, 1, 1, 2])
+    adjs = tuple(rng.sample(ADJS, k=k)) if k else ()  # sample(k=0) draws nothing: skipping it is the same
     noun = rng.choice(NOUNS_PL if plural else NOUNS_SG)
     if depth == 0 and rng.random() < 0.6:
         return NP(det, adjs, noun, rng.choice(PREPS), _np(rng, 1))
@@ -100,13 +101,29 @@ def _clause(rng: random.Random) -> Clause:
     return Clause(subj, rng.choice(VERBS_TRANS)[number], _np(rng, 0))
 
 
+def _sentence(rng: random.Random) -> list[Clause]:
+    """One clause, or two to be joined by "and"."""
+    return [_clause(rng)] + ([_clause(rng)] if rng.random() < 0.5 else [])
+
+
+def _english(clauses: list[Clause]) -> list[str]:
+    en = clauses[0].english()
+    for c in clauses[1:]:
+        en = [*en, "and", *c.english()]
+    return en
+
+
+def _tarn(clauses: list[Clause]) -> list[str]:
+    tarn = clauses[0].tarn()
+    for c in clauses[1:]:
+        tarn = [*tarn, LEXICON["and"], *c.tarn()]
+    return tarn
+
+
 def sample_pair(rng: random.Random) -> tuple[list[str], list[str]]:
     """One (English, Tarn) pair: one clause, or two joined by "and"."""
-    clauses = [_clause(rng)] + ([_clause(rng)] if rng.random() < 0.5 else [])
-    en, tarn = clauses[0].english(), clauses[0].tarn()
-    for c in clauses[1:]:
-        en, tarn = [*en, "and", *c.english()], [*tarn, LEXICON["and"], *c.tarn()]
-    return en, tarn
+    clauses = _sentence(rng)
+    return _english(clauses), _tarn(clauses)
 
 
 def sample_pairs(n: int, seed: int, min_len: int = 4, max_len: int = 32) -> list[tuple[list[str], list[str]]]:
@@ -120,12 +137,13 @@ def sample_pairs(n: int, seed: int, min_len: int = 4, max_len: int = 32) -> list
     quota = {L: -(-n // len(lengths)) for L in lengths}  # ceil: the even share of each length
     pairs, seen = [], set()
     for attempt in range(60 * n + 1000):
-        en, tarn = sample_pair(rng)
+        clauses = _sentence(rng)  # the same draws as sample_pair, but Tarn is read out only if kept
+        en = _english(clauses)
         key = " ".join(en)
         if min_len <= len(en) <= max_len and key not in seen and (quota[len(en)] > 0 or attempt > 30 * n):
             quota[len(en)] -= 1
             seen.add(key)
-            pairs.append((en, tarn))
+            pairs.append((en, _tarn(clauses)))
             if len(pairs) == n:
                 break
     if len(pairs) < n:
