@@ -120,6 +120,17 @@ def test_the_forbidden_ops_come_from_torchs_own_registry():
     assert torch_match("bilinear", ["linear"]) is None
 
 
+def test_the_forbidden_ops_are_exactly_the_operators_torch_match_names_one_by_one():
+    # forbidden_aten splits each operator's name once per process for all the checks: the listing must stay
+    # what asking torch_match about every operator, one at a time, gives
+    every = torch._C._dispatch_get_all_op_names()
+    for attrs in (tuple(LOG_SOFTMAX.forbidden_attrs), tuple(CROSS_ENTROPY.forbidden_attrs)):
+        one_by_one = {op.split(".", 1)[0] for op in every if torch_match(op.split("::", 1)[-1].split(".", 1)[0], attrs)}
+        listed = forbidden_aten(attrs)
+        assert listed == one_by_one, f"{attrs}: listed but not named {sorted(listed - one_by_one)[:5]}, " \
+                                     f"named but not listed {sorted(one_by_one - listed)[:5]}"
+
+
 @pytest.mark.parametrize("answer", [
     lambda x, dim=-1: torch.ops.aten._log_softmax(x, dim, False),
     lambda x, dim=-1: getattr(torch.ops.aten, "_log_" + "softmax")(x, dim, False),

@@ -181,6 +181,27 @@ class _Plan:
     inputs: dict[str, tuple]  # case id -> (case, seed, args, kwargs, parent: the visible case it shrinks, or None)
 
 
+# What a training task is sent depends on the task and the call (hidden, seed) alone, never on the student: its
+# training data and evaluation contexts, built once per grading process (exercise 1's training text takes ~0.3 s
+# of CPU to generate, on every test cell of every student otherwise) and kept encoded, as text (the specs as
+# JSON, the arrays as base64), which no later use can change in place. Keyed by the check object itself.
+_SHARED: dict[tuple, tuple[Check, str, dict[str, str]]] = {}
+_SHARED_MAX = 64  # entries (a few MB each at most); a process grades one assignment at a time
+
+
+def _shared(check: Check, key: tuple, name: str, make) -> tuple[dict, dict[str, str]]:
+    """A fresh copy of the spec of ``make()``'s value (its arrays named after ``name``) and its arrays on the
+    wire: computed on the first use in this process for this check, ``key`` and ``name``, then reused."""
+    entry = _SHARED.get((id(check), key, name))
+    if entry is None or entry[0] is not check:  # an id can be reused by another check once the first is gone
+        arrays: values.Arrays = {}
+        spec = _write(make(), name, arrays)
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        entry = _SHARED[id(check), key, name] = (check, json.dumps(spec), values.to_wire(arrays))
+    return json.loads(entry[1]), entry[2]
+
+
 def _plan(nb, registry, timeout: float, unreadable: dict[int, str]) -> _Plan:
     plan = _Plan([], [], [], [], {}, {})
     for i, cell in enumerate(nb.cells):
@@ -192,7 +213,7 @@ def _plan(nb, registry, timeout: float, unreadable: dict[int, str]) -> _Plan:
             plan.cells.append(i)
             plan.probes.append([])
             continue
-        probes, arrays, hidden = [], {}, False
+        probes, arrays, shared, hidden = [], {}, {}, False
         for j, call in enumerate(parse_test_cell(cell.source)):
             if call.task not in registry.checks:
                 raise NotebookConfigError(f"cell {i} checks {call.task!r}, which {registry!r} does not know")
@@ -202,8 +223,12 @@ def _plan(nb, registry, timeout: float, unreadable: dict[int, str]) -> _Plan:
             plan.calls[pid] = (call, check)
             probe = {"id": pid, "task": call.task, "fn": call.fn, "mode": check.probe}
             if check.probe == "train":
-                probe["train_args"] = [_write(a, f"train_{k}", arrays) for k, a in enumerate(check.train_args())]
-                probe["contexts"] = _write(check.eval_set(call.hidden, call.seed).contexts, f"{pid}_ctx", arrays)
+                spec, wire = _shared(check, ("train_args",), "train", lambda c=check: list(c.train_args()))
+                probe["train_args"] = spec["seq"]  # its items named train_0, train_1, ...
+                shared.update(wire)
+                probe["contexts"], wire = _shared(check, ("eval_set", call.hidden, call.seed), f"{pid}_ctx",
+                                                  lambda c=check, d=call: c.eval_set(d.hidden, d.seed).contexts)
+                shared.update(wire)
             else:
                 probe["cases"] = []
                 # the visible cases' smaller versions too (checks.planned): the decision may show one
@@ -218,7 +243,8 @@ def _plan(nb, registry, timeout: float, unreadable: dict[int, str]) -> _Plan:
             probes.append(probe)
         plan.steps.append({"kind": "probe", "fork": hidden})  # a hidden test runs in a confined child
         # Not in the job folder: the runner is sent these inputs only when this cell's turn comes.
-        plan.run.append(sandbox.Step(timeout, {"probes": probes, "arrays": values.to_wire(arrays)}, fork=hidden,
+        plan.run.append(sandbox.Step(timeout, {"probes": probes, "arrays": {**values.to_wire(arrays), **shared}},
+                                     fork=hidden,
                                      timed=any(p["mode"] == "train" for p in probes)))
         plan.cells.append(i)
         plan.probes.append(probes)

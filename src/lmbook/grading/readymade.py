@@ -72,12 +72,15 @@ def _patterns(forbidden: tuple[str, ...]) -> tuple[tuple[str, frozenset[str]], .
 def torch_match(name: str, forbidden: Iterable[str]) -> str | None:
     """The forbidden name that ``name``, one of torch's, is a form of (None: it is not one). ``forbidden``:
     a check's ``forbidden_attrs``."""
+    return _match(name, frozenset(words(name)) if name else frozenset(), tuple(forbidden))
+
+
+def _match(name: str, have: frozenset[str], forbidden: tuple[str, ...]) -> str | None:
+    """:func:`torch_match`, given the words of ``name``."""
     if not name:
         return None
-    forbidden = tuple(forbidden)
     if name in forbidden or name.rstrip("_") in forbidden:
         return name.rstrip("_") if name.rstrip("_") in forbidden else name
-    have = set(words(name))
     if "backward" in have:
         return None
     for wanted, parts in _patterns(forbidden):
@@ -87,9 +90,17 @@ def torch_match(name: str, forbidden: Iterable[str]) -> str | None:
 
 
 @functools.cache
+def _op_words(bare: str) -> frozenset[str]:
+    """The words of an operator's name, split once per process, not once per check (each of a notebook's checks
+    asks about all ~3,000 of torch's operators): a cache only calls can fill, with the true words."""
+    return frozenset(words(bare))
+
+
+@functools.cache
 def forbidden_aten(forbidden: tuple[str, ...]) -> frozenset[str]:
     """The aten operators (``aten::_log_softmax``...) that compute what a check forbids: listed from torch."""
     import torch
 
-    return frozenset(op.split(".", 1)[0] for op in torch._C._dispatch_get_all_op_names()
-                     if torch_match(op.split("::", 1)[-1].split(".", 1)[0], forbidden))
+    names = torch._C._dispatch_get_all_op_names()  # at each call: operators registered since are included
+    ops = [(op.split(".", 1)[0], op.split("::", 1)[-1].split(".", 1)[0]) for op in names]
+    return frozenset(name for name, bare in ops if _match(bare, _op_words(bare), forbidden))
