@@ -247,7 +247,7 @@ HEADLINES = {
     "ch08_label_smoothing": [
         ("label smoothing 0.1: mean probability of the right word", "p_smooth"),
         ("label smoothing 0.1: validation loss (nats)", "nll_smooth"),
-        ("label smoothing: exact match, |with − without|", "em_diff"),
+        ("label smoothing: exact match, distance between with and without", "em_diff"),
     ],
     "ch09_gpt": [
         ("BPE training, 2,000 merges on 1 MB: seconds", "bpe_seconds"),
