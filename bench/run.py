@@ -854,7 +854,7 @@ def _header(r: dict) -> list[str]:
 def _when(e: dict, r: dict) -> str:
     """A row's own date and commit, where they are not the run's."""
     commit = r.get("git", {}).get("commit")
-    if e.get("commit") and commit and e["commit"] != commit:
+    if e.get("commit") and e["commit"] != commit:  # a run that recorded no commit is not the row's either
         return f" (measured {e.get('date', '?')}, commit `{e['commit'][:12]}`)"
     if not e.get("commit") and e.get("date", r["machine"]["date"]) != r["machine"]["date"]:
         return f" (measured {e['date']})"
