@@ -109,8 +109,9 @@ def test_clicking_the_chapter_link_opens_the_chapter(lab):
         menus = page.locator(".lm-MenuBar-itemLabel").all_inner_texts()
         validate_buttons = page.locator(".jp-Toolbar").get_by_text("Validate", exact=True).count()
         link.click()
-        page.locator(".lm-TabBar-tab", has_text="ch05_self_attention.md").first.click(timeout=60_000)
-        page.locator(".jp-RenderedMarkdown h1", has_text="Self-attention").first.wait_for(timeout=60_000)
+        # generous waits: beside make test's book build, JupyterLab took over a minute to render the chapter
+        page.locator(".lm-TabBar-tab", has_text="ch05_self_attention.md").first.click(timeout=300_000)
+        page.locator(".jp-RenderedMarkdown h1", has_text="Self-attention").first.wait_for(timeout=300_000)
         browser.close()
     assert "Nbgrader" not in menus, menus
     assert not validate_buttons, "nbgrader's Validate button is in the student's notebook toolbar"
