@@ -106,18 +106,20 @@ def _sentence(rng: random.Random) -> list[Clause]:
     return [_clause(rng)] + ([_clause(rng)] if rng.random() < 0.5 else [])
 
 
+def _joined(readings: list[list[str]], conjunction: str) -> list[str]:
+    """Clauses read out in one language, joined by its word for "and"."""
+    words = readings[0]
+    for r in readings[1:]:
+        words = [*words, conjunction, *r]
+    return words
+
+
 def _english(clauses: list[Clause]) -> list[str]:
-    en = clauses[0].english()
-    for c in clauses[1:]:
-        en = [*en, "and", *c.english()]
-    return en
+    return _joined([c.english() for c in clauses], "and")
 
 
 def _tarn(clauses: list[Clause]) -> list[str]:
-    tarn = clauses[0].tarn()
-    for c in clauses[1:]:
-        tarn = [*tarn, LEXICON["and"], *c.tarn()]
-    return tarn
+    return _joined([c.tarn() for c in clauses], LEXICON["and"])
 
 
 def sample_pair(rng: random.Random) -> tuple[list[str], list[str]]:
