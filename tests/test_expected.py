@@ -31,6 +31,14 @@ def test_a_quality_figure_in_its_band_is_said_to_be_within_it():
     assert "median of 3 seeds ± 3 standard deviations, on a 2-core Intel Xeon Processor, torch 2.13.0+cpu" in text
 
 
+def test_a_figure_re_measured_after_the_run_is_dated_by_its_own_row():
+    later = results("test perplexity", 6.1108, 0.0611, [6.1108, 6.1050, 6.1161])
+    later["chapters"]["ch"]["cpu"]["date"] = "2026-11-26"
+    text = box_text(later, "ch", "k", 6.13, "cpu")
+    assert "torch 2.13.0+cpu, 2026-11-26" in text and "2026-11-22" not in text, text
+    assert "torch 2.13.0+cpu, 2026-11-22" in box_text(PPL, "ch", "k", 6.13, "cpu")  # no date of its own: the run's
+
+
 def test_a_quality_figure_outside_its_band_names_likely_causes_without_blaming_the_reader():
     text = box_text(PPL, "ch", "k", 6.5, "cpu")
     assert "6.50, outside that band" in text and "other seeds stay inside it" in text

@@ -94,7 +94,9 @@ def _band(median: float, tol: float, kind: str) -> str:
     return f"{_number(m, d)} ± {_number(t, d)}{unit}"
 
 
-def _machine(data: dict, device: str) -> str:
+def _machine(data: dict, device: str, measured: str | None = None) -> str:
+    """Where and when a figure was measured: ``measured`` is its row's own date, where it was re-measured later
+    than the run's."""
     m = data.get("machine", {})
     if device == "cpu":
         cpu = " ".join(m.get("cpu", "CPU").replace("(R)", "").replace("(TM)", "").split())
@@ -102,8 +104,8 @@ def _machine(data: dict, device: str) -> str:
     else:
         where = m.get("gpu") or f"a {device} device"
     software = f", torch {m['torch']}" if m.get("torch") else ""
-    date = f", {m['date']}" if m.get("date") else ""
-    return f"{where}{software}{date}"
+    date = measured or m.get("date")
+    return f"{where}{software}{f', {date}' if date else ''}"
 
 
 def box_text(data: dict | None, chapter: str, key: str, value: float, device: str) -> str:
@@ -121,7 +123,7 @@ def box_text(data: dict | None, chapter: str, key: str, value: float, device: st
     timing = KINDS[kind][0]
     n = len(values)
     runs = f"{n} {'run' if timing else 'seed'}{'s' if n != 1 else ''}"
-    where = _machine(data, measured_on)
+    where = _machine(data, measured_on, by_device[measured_on].get("date"))
     lo, hi = min(values), max(values)
     this_run = f"**This run** (on {device}): {fmt(value, kind)}."
     if timing:
