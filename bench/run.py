@@ -151,10 +151,16 @@ def book_builds(clean_repeats: int, rebuild_repeats: int) -> dict:
 # ----------------------------------------------------------------------------- chapters and their models
 
 
-def run_chapter(path: Path, seed: int, device: str, cpus: list[int] | None = None) -> dict:
-    """One page in a fresh kernel: wall seconds, the kernel's CPU seconds and peak RSS, its glued values."""
+def run_chapter(path: Path, seed: int, device: str, cpus: list[int] | None = None,
+                cache: Path | None = None) -> dict:
+    """One page in a fresh kernel: wall seconds, the kernel's CPU seconds and peak RSS, its glued values.
+
+    ``cache``: the pages' cache folder (``XDG_CACHE_HOME``, where a page keeps a model a later page reuses);
+    by default the user's, which may hold models from earlier builds."""
+    extra = {"XDG_CACHE_HOME": str(cache)} if cache is not None else {}
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "execute_notebook.py"), str(path)],
-                         capture_output=True, text=True, env=_env(LMBOOK_SEED=str(seed), LMBOOK_DEVICE=device),
+                         capture_output=True, text=True,
+                         env=_env(LMBOOK_SEED=str(seed), LMBOOK_DEVICE=device, **extra),
                          preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     if out.returncode != 0:  # say which chapter, seed and cell failed, not only that something did
         raise RuntimeError(f"{path.name} failed with LMBOOK_SEED={seed} on {device}:\n{out.stderr[-4000:]}")
@@ -401,6 +407,10 @@ def measure_of(kind: str | None, label: str) -> str:
     text = label.lower()
     if "allocated" in text:
         return "bytes allocated"
+    if text.endswith(": bytes"):  # a cache's tensors, counted: no model and no clock in it
+        return "bytes held (tensor sizes)"
+    if text.endswith(": positions"):  # arithmetic on a published model's sizes
+        return "arithmetic"
     return {"seconds": "wall time", "speed": "ratio of wall times", "utilisation": "throughput (wall time) ÷ peak",
             "timing": "fitted to wall times"}.get(kind or "", "model quality")
 
@@ -442,13 +452,19 @@ def chapters(seeds: int, devices: list[str], only: list[str] | None = None, git:
     git = git or git_state()
     results = {}
     pages = [p for p in book_pages() if not only or p.stem in only]
-    for i, path in enumerate(pages, 1):
-        for device in devices:
-            cpus = page_cores() if device == "cpu" else None
-            runs = [run_chapter(path, seed, device, cpus) for seed in range(seeds)]
-            results.setdefault(path.stem, {})[device] = entry = chapter_entry(path.stem, runs, git)
-            print(f"  [{i}/{len(pages)}] {path.stem} on {device}: {entry['seconds']['median']:.1f} s, "
-                  f"{entry['peak_rss_mib']['max']:.0f} MiB", flush=True)
+    # The pages share one cache folder, empty at the start, as on a reader's first build: a page that trains a
+    # model a later page reuses pays for it here (the user's cache could hold it from an earlier build).
+    cache = Path(tempfile.mkdtemp(prefix="lmbook-bench-cache-"))
+    try:
+        for i, path in enumerate(pages, 1):
+            for device in devices:
+                cpus = page_cores() if device == "cpu" else None
+                runs = [run_chapter(path, seed, device, cpus, cache) for seed in range(seeds)]
+                results.setdefault(path.stem, {})[device] = entry = chapter_entry(path.stem, runs, git)
+                print(f"  [{i}/{len(pages)}] {path.stem} on {device}: {entry['seconds']['median']:.1f} s, "
+                      f"{entry['peak_rss_mib']['max']:.0f} MiB", flush=True)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
     return results
 
 
@@ -891,7 +907,7 @@ def report(r: dict) -> str:
                   "Median over seeds (`LMBOOK_SEED`), ± the tolerance a reader's run should fall within "
                   "(3 standard deviations over seeds, at least 1%). *Measured as* says what a number is: a "
                   "model's quality, or a wall time or ratio of wall times (which belong to this machine and its "
-                  "load), or bytes allocated.", "",
+                  "load), bytes allocated, the bytes a cache's tensors hold, or arithmetic on published sizes.", "",
                   "| chapter | device | result | measured as | value | ratio to the floor |",
                   "|---|---|---|---|---|---|"]
         for chapter, by_device in r["chapters"].items():
@@ -950,7 +966,7 @@ def report(r: dict) -> str:
                          f"{e['torch_ms']:.3f} ms | {e['ratio']:.2f}× |")
         lines.append("")
     if "grading" in r:
-        lines += _grading_section(r)
+        lines += _grading_section(r) + [""]
     if r.get("chapters") and "cpu" in next(iter(r["chapters"].values()), {}):
         over = over_budget(r["chapters"])
         lines += ["## Page budgets", "",

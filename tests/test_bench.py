@@ -145,6 +145,9 @@ def test_headlines_say_whether_they_are_quality_wall_time_or_bytes_allocated(ben
     assert bench.measure_of("ratio", "causal attention at n = 2048: course ÷ SDPA memory allocated") == (
         "bytes allocated")
     assert bench.measure_of("seconds", "BPE training: seconds") == "wall time"
+    assert bench.measure_of(None, "the same cache with n_kv_head = 2: bytes") == "bytes held (tensor sizes)"
+    assert bench.measure_of(None, "Llama 2 70B's sizes, 40 GB of 16-bit cache: positions") == "arithmetic"
+    assert bench.measure_of(None, "masked LM: test loss at masked words (nats)") == "model quality"
     assert bench.measure_of("speed", "bf16 autocast training speed ÷ float32") == "ratio of wall times"
     assert bench.measure_of("value", "LSTM LM: test perplexity") == "model quality"
 
@@ -324,3 +327,40 @@ def test_published_results_hold_every_headline_the_chapters_define(bench):
         measured = set(published.get(chapter, {}).get("cpu", {}).get("models", {}))
         missing = [key for _, key in rows if key not in measured]
         assert not missing, f"{chapter}: {missing} not benchmarked; run `make bench-chapters CHAPTERS={chapter}`"
+
+
+
+def test_pages_share_one_empty_cache_folder_not_the_users(bench, monkeypatch, tmp_path):
+    # A page that reuses a model cached by an earlier page (chapter 11) must pay for training it as on a
+    # reader's first build, not find it in the user's cache from some earlier build.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "users-cache"))
+    seen = []
+
+    def fake_run(path, seed, device, cpus=None, cache=None):
+        seen.append((path.stem, seed, cache, sorted(p.name for p in cache.iterdir())))
+        (cache / f"{path.stem}-{seed}.pt").write_text("a model")  # what the page would leave for the next
+        return {"seconds": 1.0, "peak_rss_mib": 100.0, "glue": {}}
+
+    monkeypatch.setattr(bench, "run_chapter", fake_run)
+    monkeypatch.setattr(bench, "book_pages", lambda: [Path("book/first.md"), Path("book/second.md")])
+    monkeypatch.setattr(bench, "headline_rows", lambda stem: [])
+    bench.chapters(2, ["cpu"], git={"commit": COMMIT, "clean": True})
+    caches = {c for _, _, c, _ in seen}
+    assert len(caches) == 1, f"the pages had different cache folders: {caches}"
+    cache = caches.pop()
+    assert cache != tmp_path / "users-cache", "the pages used the user's cache folder"
+    assert not cache.exists(), "the run's cache folder was left behind"
+    assert seen[0][3] == [], f"the first page found a non-empty cache: {seen[0][3]}"
+    assert seen[2][3] == ["first-0.pt", "first-1.pt"], f"the second page did not see the first's models: {seen[2]}"
+
+
+def test_a_page_kernel_gets_the_cache_folder_it_is_given(bench, monkeypatch, tmp_path):
+    envs = []
+
+    def fake_subprocess_run(cmd, **kw):
+        envs.append(kw["env"])
+        return subprocess.CompletedProcess(cmd, 0, stdout='{"seconds": 1.0}\n', stderr="")
+
+    monkeypatch.setattr(bench.subprocess, "run", fake_subprocess_run)
+    bench.run_chapter(Path("book/first.md"), 0, "cpu", cache=tmp_path)
+    assert envs[-1]["XDG_CACHE_HOME"] == str(tmp_path)
