@@ -454,3 +454,22 @@ def test_train_mlm_lowers_the_masked_lm_loss_on_a_repetitive_text():
     losses, seconds = train_mlm(model, windows, mask_id=10, pad_id=11, steps=150, batch_size=16, lr=1e-2)
     assert seconds > 0 and len(losses) == 150
     assert sum(losses[-20:]) / 20 < 0.3 * sum(losses[:20]) / 20, (losses[:3], losses[-3:])
+
+
+def test_train_mlm_loss_is_the_cross_entropy_of_the_full_logits_at_the_chosen_positions():
+    # train_mlm runs the head only at the chosen positions; its first loss (before any update) must equal the
+    # loss of the whole model's logits at every position, positions not chosen ignored, on the same batch.
+    from lmbook.bert import mask_tokens, train_mlm
+
+    torch.manual_seed(0)
+    windows = torch.randint(0, 20, (64, 10))
+    windows[:5, 7:] = 21  # padded rows: never chosen, never attended
+    model = BertPretraining(BertConfig(vocab_size=24, n_layer=2, n_head=2, d_model=16, max_position=10))
+    before = copy.deepcopy(model).eval()  # dropout is 0 by default, so training and evaluation agree
+    losses, _ = train_mlm(model, windows, mask_id=22, pad_id=21, special_ids=[23], steps=1, batch_size=16, seed=3)
+    g = torch.Generator().manual_seed(3)  # the same draws as train_mlm's first step
+    x = windows[torch.randint(len(windows), (16,), generator=g)]
+    inputs, labels = mask_tokens(x, mask_id=22, vocab_size=24, special_ids=[23], pad_id=21, generator=g)
+    logits, _ = before(inputs, attention_mask=x != 21)
+    expected = F.cross_entropy(logits.reshape(-1, 24), labels.reshape(-1), ignore_index=-100).item()
+    assert math.isclose(losses[0], expected, rel_tol=1e-5), f"first loss {losses[0]:.6f}, full logits {expected:.6f}"

@@ -150,7 +150,8 @@ class BertPretraining(nn.Module):
         self.mlm_decoder.weight = self.bert.token_emb.weight  # tied after the init, so E_tok is not drawn twice
 
     def mlm_logits(self, h: torch.Tensor) -> torch.Tensor:
-        """h (B, n, d) → logits over the vocabulary at every position (B, n, V)."""
+        """h (..., d) → logits over the vocabulary (..., V): at every position of (B, n, d), or at the chosen
+        positions only, gathered as (k, d)."""
         return self.mlm_decoder(self.mlm_ln(F.gelu(self.mlm_dense(h))))
 
     def forward(self, ids: torch.Tensor, segments: torch.Tensor | None = None,
@@ -328,8 +329,11 @@ def train_mlm(model: BertPretraining, windows: torch.Tensor, *, mask_id: int, pa
         x = windows[torch.randint(len(windows), (batch_size,), generator=g)]
         inputs, labels = mask_tokens(x, mask_id=mask_id, vocab_size=model.config.vocab_size, special_ids=special,
                                      pad_id=pad_id, generator=g)
-        logits, _ = model(inputs.to(device), attention_mask=(x != pad_id).to(device))
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.to(device).reshape(-1), ignore_index=-100)
+        h, _ = model.bert(inputs.to(device), attention_mask=(x != pad_id).to(device))
+        # The loss is taken at the chosen positions only, so the head runs only there: BERT's own code gathers
+        # them first too (run_pretraining.py, gather_indexes), which saves about a fifth of each step here.
+        chosen = (labels != -100).to(device)
+        loss = F.cross_entropy(model.mlm_logits(h[chosen]), labels.to(device)[chosen])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
