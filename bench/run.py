@@ -1119,13 +1119,27 @@ def update_chapters(stems: list[str]) -> dict:
     for stem, by_device in chapters(MODES["full"]["seeds"], devices, only=stems, git=git).items():
         results["chapters"].setdefault(stem, {}).update(by_device)
     results["chapters"] = dict(sorted(results["chapters"].items()))
-    results.setdefault("updates", []).append({"date": dt.date.today().isoformat(), "commit": git["commit"],
-                                              "clean": git["clean"], "chapters": stems})
+    record_update(results, {"date": dt.date.today().isoformat(), "commit": git["commit"], "clean": git["clean"],
+                            "chapters": stems}, "chapters")
     js.write_text(json.dumps(results, indent=2) + "\n")
     (ROOT / "BENCHMARKS.md").write_text(report(results))
     print(f"updated {', '.join(stems)} in {js} and BENCHMARKS.md")
     _fail_if_over_budget(over_budget(results["chapters"], since=git["commit"]))
     return results
+
+
+def record_update(results: dict, entry: dict, key: str) -> None:
+    """Add a re-measurement to the header's list, and take what it measured out of the earlier ones (an entry
+    left with nothing is dropped): each line then names only the rows that still come from it."""
+    done = set(entry[key])
+    kept = []
+    for u in results.get("updates", []):
+        if key in u:
+            u = {**u, key: [x for x in u[key] if x not in done]}
+            if not u[key]:
+                continue
+        kept.append(u)
+    results["updates"] = [*kept, entry]
 
 
 UPDATABLE = ("grading", "exercises")  # parts that can be re-measured alone into the published results
@@ -1147,7 +1161,7 @@ def update_parts(parts: list[str]) -> dict:
         print("grading each exercise...", flush=True)
         results["grading_each_exercise"] = grading_each_exercise(cfg.get("exercises", list(ASSIGNMENTS)))
     stamp["load_at_end"] = os.getloadavg()[0]
-    results.setdefault("updates", []).append({**stamp, "parts": parts})
+    record_update(results, {**stamp, "parts": parts}, "parts")
     js.write_text(json.dumps(results, indent=2) + "\n")
     (ROOT / "BENCHMARKS.md").write_text(report(results))
     print(f"updated {', '.join(parts)} in {js} and BENCHMARKS.md")

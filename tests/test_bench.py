@@ -364,3 +364,13 @@ def test_a_page_kernel_gets_the_cache_folder_it_is_given(bench, monkeypatch, tmp
     monkeypatch.setattr(bench.subprocess, "run", fake_subprocess_run)
     bench.run_chapter(Path("book/first.md"), 0, "cpu", cache=tmp_path)
     assert envs[-1]["XDG_CACHE_HOME"] == str(tmp_path)
+
+
+def test_a_page_measured_again_leaves_the_header_line_of_its_earlier_measurement(bench):
+    # The header lists each later re-measurement with the pages it measured: a page measured twice must be
+    # named only by the second, or a reader looks for its row at the wrong commit.
+    results = {"updates": [{"commit": "a", "chapters": ["ch_x", "ch_y"]}, {"commit": "b", "chapters": ["ch_z"]},
+                           {"commit": "c", "parts": ["grading"]}]}
+    bench.record_update(results, {"commit": "d", "chapters": ["ch_x", "ch_z"]}, "chapters")
+    assert results["updates"] == [{"commit": "a", "chapters": ["ch_y"]}, {"commit": "c", "parts": ["grading"]},
+                                  {"commit": "d", "chapters": ["ch_x", "ch_z"]}], results["updates"]
