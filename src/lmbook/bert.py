@@ -150,8 +150,8 @@ class BertPretraining(nn.Module):
         self.mlm_decoder.weight = self.bert.token_emb.weight  # tied after the init, so E_tok is not drawn twice
 
     def mlm_logits(self, h: torch.Tensor) -> torch.Tensor:
-        """h (..., d) → logits over the vocabulary (..., V): at every position of (B, n, d), or at the chosen
-        positions only, gathered as (k, d)."""
+        """h (..., d) → logits over the vocabulary (..., V): at every position
+        of h (B, n, d), or only at the chosen positions, gathered as (k, d)."""
         return self.mlm_decoder(self.mlm_ln(F.gelu(self.mlm_dense(h))))
 
     def forward(self, ids: torch.Tensor, segments: torch.Tensor | None = None,
@@ -330,8 +330,8 @@ def train_mlm(model: BertPretraining, windows: torch.Tensor, *, mask_id: int, pa
         inputs, labels = mask_tokens(x, mask_id=mask_id, vocab_size=model.config.vocab_size, special_ids=special,
                                      pad_id=pad_id, generator=g)
         h, _ = model.bert(inputs.to(device), attention_mask=(x != pad_id).to(device))
-        # The loss is taken at the chosen positions only, so the head runs only there: BERT's own code gathers
-        # them first too (run_pretraining.py, gather_indexes), which saves about a fifth of each step here.
+        # The loss is taken at the chosen positions only, so the head runs only there, on 15% of the rows:
+        # BERT's own code gathers them first too (run_pretraining.py, gather_indexes).
         chosen = (labels != -100).to(device)
         loss = F.cross_entropy(model.mlm_logits(h[chosen]), labels.to(device)[chosen])
         opt.zero_grad(set_to_none=True)
