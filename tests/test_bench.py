@@ -329,7 +329,6 @@ def test_published_results_hold_every_headline_the_chapters_define(bench):
         assert not missing, f"{chapter}: {missing} not benchmarked; run `make bench-chapters CHAPTERS={chapter}`"
 
 
-
 def test_pages_share_one_empty_cache_folder_not_the_users(bench, monkeypatch, tmp_path):
     # A page that reuses a model cached by an earlier page (chapter 11) must pay for training it as on a
     # reader's first build, not find it in the user's cache from some earlier build.

@@ -332,8 +332,9 @@ def train_mlm(model: BertPretraining, windows: torch.Tensor, *, mask_id: int, pa
         h, _ = model.bert(inputs.to(device), attention_mask=(x != pad_id).to(device))
         # The loss is taken at the chosen positions only, so the head runs only there, on 15% of the rows:
         # BERT's own code gathers them first too (run_pretraining.py, gather_indexes).
-        chosen = (labels != -100).to(device)
-        loss = F.cross_entropy(model.mlm_logits(h[chosen]), labels.to(device)[chosen])
+        labels = labels.to(device)
+        chosen = labels != -100
+        loss = F.cross_entropy(model.mlm_logits(h[chosen]), labels[chosen])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
