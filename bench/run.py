@@ -292,10 +292,14 @@ HEADLINES = {
         ("masked LM: test loss at masked words (nats)", "mlm_nll"),
         ("true model (floor): loss at masked words (nats)", "mlm_floor"),
         ("masked LM: training seconds", "mlm_seconds"),
+    ],
+    "ch10_pretraining": [
         ("masked LM on Brown: validation loss at masked tokens (nats)", "brown_mlm_nll"),
         ("Brown: token frequencies alone at masked tokens (nats)", "brown_unigram_nll"),
         ("masked LM on Brown: first guess right", "brown_mlm_top1"),
         ("masked LM on Brown: training seconds", "brown_mlm_seconds"),
+        ("masked LM on Brown, at step 500: different first guesses at masked tokens", "distinct_plateau"),
+        ("masked LM on Brown, at step 2,500: different first guesses at masked tokens", "distinct_end"),
     ],
     "ch10_finetuning": [
         ("grammatical?, 256 labels: accuracy, pretrained − from scratch (medians)", "agree_gap_256"),

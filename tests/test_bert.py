@@ -456,6 +456,31 @@ def test_train_mlm_lowers_the_masked_lm_loss_on_a_repetitive_text():
     assert sum(losses[-20:]) / 20 < 0.3 * sum(losses[:20]) / 20, (losses[:3], losses[-3:])
 
 
+def test_train_mlm_shows_on_step_the_model_after_each_step_without_changing_the_training():
+    from lmbook.bert import train_mlm
+
+    windows = torch.randint(0, 20, (64, 10))
+    config = BertConfig(vocab_size=24, n_layer=1, n_head=2, d_model=16, max_position=10)
+    torch.manual_seed(0)
+    plain = BertPretraining(config)
+    torch.manual_seed(0)
+    watched = BertPretraining(config)
+    snapshots = {}
+
+    def keep(step, model):
+        snapshots[step] = copy.deepcopy(model.state_dict())
+
+    kwargs = dict(mask_id=22, pad_id=21, steps=5, batch_size=8, seed=1)
+    losses, _ = train_mlm(plain, windows, **kwargs)
+    watched_losses, _ = train_mlm(watched, windows, on_step=keep, **kwargs)
+    assert watched_losses == losses, "a callback that only reads the model changed the training"
+    assert sorted(snapshots) == [1, 2, 3, 4, 5], f"on_step saw steps {sorted(snapshots)}, not 1 to 5"
+    assert all(torch.equal(snapshots[5][k], v) for k, v in plain.state_dict().items()), \
+        "the model on_step saw after the last step is not the trained model"
+    assert not torch.equal(snapshots[1]["bert.token_emb.weight"], snapshots[5]["bert.token_emb.weight"]), \
+        "the snapshots after steps 1 and 5 are equal: on_step is shown the same weights every time"
+
+
 def test_train_mlm_loss_is_the_cross_entropy_of_the_full_logits_at_the_chosen_positions():
     # train_mlm runs the head only at the chosen positions; its first loss (before any update) must equal the
     # loss of the whole model's logits at every position, positions not chosen ignored, on the same batch.

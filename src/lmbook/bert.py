@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -313,10 +313,12 @@ def best_span(start_logits: torch.Tensor, end_logits: torch.Tensor, passage_mask
 
 def train_mlm(model: BertPretraining, windows: torch.Tensor, *, mask_id: int, pad_id: int,
               special_ids: Iterable[int] = (), steps: int = 1000, batch_size: int = 64, lr: float = 3e-3,
-              warmup: int = 50, seed: int = 0) -> tuple[list[float], float]:
+              warmup: int = 50, seed: int = 0,
+              on_step: Callable[[int, BertPretraining], None] | None = None) -> tuple[list[float], float]:
     """Masked-LM pretraining on rows of ``windows`` (N, n): each step corrupts a random batch with
     :func:`mask_tokens` and minimises the cross-entropy at the chosen positions only. AdamW, the rate warmed up
-    then decayed to 0 along a cosine. Returns every step's loss and the training seconds."""
+    then decayed to 0 along a cosine. ``on_step(k, model)``, if given, is called after step k (1, 2, ...), e.g.
+    to keep snapshots of the weights. Returns every step's loss and the training seconds."""
     device = next(model.parameters()).device
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -325,7 +327,7 @@ def train_mlm(model: BertPretraining, windows: torch.Tensor, *, mask_id: int, pa
     special = list(special_ids)
     losses, t0 = [], time.perf_counter()
     model.train()
-    for _ in range(steps):
+    for step in range(1, steps + 1):
         x = windows[torch.randint(len(windows), (batch_size,), generator=g)]
         inputs, labels = mask_tokens(x, mask_id=mask_id, vocab_size=model.config.vocab_size, special_ids=special,
                                      pad_id=pad_id, generator=g)
@@ -341,5 +343,7 @@ def train_mlm(model: BertPretraining, windows: torch.Tensor, *, mask_id: int, pa
         opt.step()
         sched.step()
         losses.append(loss.item())
+        if on_step is not None:
+            on_step(step, model)
     model.eval()
     return losses, time.perf_counter() - t0
