@@ -863,11 +863,12 @@ def _header(r: dict) -> list[str]:
         else:
             load = (f", load average {u['load_at_start']:.1f} at the start and {u['load_at_end']:.1f} at the end"
                     if "load_at_end" in u else "")
-            parts = " and ".join({"grading": "the grading comparison",
-                                  "exercises": "every exercise's grading"}[p] for p in u["parts"])
+            parts = " and ".join({"book": "the book's builds (under The book)",
+                                  "grading": "the grading comparison (the Grading section)",
+                                  "exercises": "every exercise's grading (the Grading section)"}[p]
+                                 for p in u["parts"])
             lines.append(f"- **Re-measured later** by `python bench/run.py --update {' '.join(u['parts'])}` on "
-                         f"{u['date']} at commit `{u['commit'][:12]}`{changes}{load}: {parts} (the Grading "
-                         "section).")
+                         f"{u['date']} at commit `{u['commit'][:12]}`{changes}{load}: {parts}.")
     return lines + [""]
 
 
@@ -886,7 +887,7 @@ def report(r: dict) -> str:
     if "book" in r:
         b = r["book"]
         lines += ["## The book", "", f"Jupyter Book builds of the whole book ({b.get('pages', '?')} executed pages), "
-                  "from a copy of the working tree, as `make book` runs them.", "",
+                  f"from a copy of the working tree, as `make book` runs them{_when(b, r)}.", "",
                   "| build | wall time |", "|---|---|",
                   f"| clean (every page executed) | {_fmt(b['clean_build_s'])} |",
                   f"| no-change rebuild (execution cache) | {_fmt(b['no_change_rebuild_s'])} |", ""]
@@ -1146,18 +1147,22 @@ def record_update(results: dict, entry: dict, key: str) -> None:
     results["updates"] = [*kept, entry]
 
 
-UPDATABLE = ("grading", "exercises")  # parts that can be re-measured alone into the published results
+UPDATABLE = ("book", "grading", "exercises")  # parts that can be re-measured alone into the published results
 
 
 def update_parts(parts: list[str]) -> dict:
-    """Re-measure the grading parts (the grader changed) into the published results, keeping the other figures;
-    the header says which parts were measured later, and the section its date and commit."""
+    """Re-measure some parts (the book's builds, the grading: their code changed) into the published results,
+    keeping the other figures; the header says which parts were measured later, and each section its date and
+    commit."""
     js = ROOT / "bench" / "results.json"
     results = json.loads(js.read_text())
     git = git_state()
     cfg = MODES["full"]
     stamp = {"date": dt.date.today().isoformat(), "commit": git["commit"], "clean": git["clean"],
              "load_at_start": os.getloadavg()[0]}
+    if "book" in parts:
+        print("book builds...", flush=True)
+        results["book"] = {**book_builds(cfg["book_clean"], cfg["book_rebuilds"]), **stamp}
     if "grading" in parts:
         print("grading...", flush=True)
         results["grading"] = {**grading(cfg["submissions"], cfg.get("throughput_on", "ch01")), **stamp}
@@ -1198,8 +1203,8 @@ def main(argv: list[str] | None = None) -> dict:
                     help="re-measure only these pages (e.g. ch02_rnn_lm) with the full mode's seeds; update them in "
                          "bench/results.json and BENCHMARKS.md, keep the rest")
     ap.add_argument("--update", nargs="+", choices=UPDATABLE, metavar="PART",
-                    help="re-measure only these parts (grading, exercises) with the full mode's sizes; update them "
-                         "in bench/results.json and BENCHMARKS.md, keep the rest")
+                    help="re-measure only these parts (book, grading, exercises) with the full mode's sizes; update "
+                         "them in bench/results.json and BENCHMARKS.md, keep the rest")
     a = ap.parse_args(argv)
     if a.chapters:
         return update_chapters(a.chapters)

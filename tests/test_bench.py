@@ -141,6 +141,21 @@ def test_grading_measured_later_says_so_in_the_header_and_in_its_section(bench):
     assert "graded by both in the same run (measured 2026-11-27, commit `feed00000000`)" in section, section[:600]
 
 
+def test_book_builds_measured_later_say_so_in_the_header_and_in_their_section(bench):
+    # the book grew after the whole run: `--update book` re-measures its builds alone, and a reader must not
+    # take them for the run's
+    stamp = {"date": "2026-11-27", "commit": "feed" + "0" * 36}
+    book = {"clean_build_s": {"median": 1500.0, "min": 1500.0, "max": 1500.0, "n": 1},
+            "no_change_rebuild_s": {"median": 12.0, "min": 11.0, "max": 13.0, "n": 3}, "pages": 22, **stamp}
+    update = {**stamp, "clean": True, "load_at_start": 0.4, "load_at_end": 0.9, "parts": ["book"]}
+    text = bench.report(results({}, book=book, updates=[update]))
+    assert ("Re-measured later** by `python bench/run.py --update book` on 2026-11-27 at commit `feed00000000`, "
+            "load average 0.4 at the start and 0.9 at the end: the book's builds") in text, text[:1500]
+    section = text.split("## The book", 1)[1].split("##", 1)[0]
+    assert "(22 executed pages)" in section and "(measured 2026-11-27, commit `feed00000000`)" in section, section
+    assert "| clean (every page executed) | 1500.0 s (n=1) |" in section, section
+
+
 def test_headlines_say_whether_they_are_quality_wall_time_or_bytes_allocated(bench):
     assert bench.measure_of("ratio", "causal attention at n = 2048: course ÷ SDPA memory allocated") == (
         "bytes allocated")
