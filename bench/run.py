@@ -50,7 +50,7 @@ import torch.nn.functional as F
 from torch.utils import benchmark
 from worktree import copy_worktree
 
-from lmbook.expected import headline_kind
+from lmbook.expected import headline_kind, seed_tolerance
 from lmbook.tasks import ASSIGNMENTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -389,12 +389,6 @@ HEADLINES = {
 }
 
 
-def tolerance(values: list[float]) -> float:
-    """What a reader's run may differ by: 3 standard deviations over seeds, at least 1% of the median."""
-    spread = statistics.stdev(values) if len(values) > 1 else 0.0
-    return max(3 * spread, 0.01 * abs(statistics.median(values)))
-
-
 def book_pages() -> list[Path]:
     """Every executed page of the book: the chapters' pages, then the appendices."""
     return sorted((ROOT / "book").glob("ch*.md")) + sorted((ROOT / "book").glob("appendix*.md"))
@@ -436,7 +430,8 @@ def chapter_entry(stem: str, runs: list[dict], git: dict, strict: bool = True) -
             entry.setdefault("missing", []).append(key)
             continue
         values = [float(r["glue"][key]) for r in runs]
-        model = {"label": label, "median": statistics.median(values), "tolerance": tolerance(values), "values": values}
+        model = {"label": label, "median": statistics.median(values), "tolerance": seed_tolerance(values),
+                 "values": values}
         if kind:  # what the page's "expected result" box may claim of it (lmbook.expected)
             model["kind"] = kind
         entry["models"][key] = model
@@ -909,10 +904,11 @@ def report(r: dict) -> str:
             lines.append(f"| {chapter}{_when(e, r)} | cpu | {_fmt(e['seconds'])} | {cpu_t} | "
                          f"{_fmt(e['peak_rss_mib'], 'MiB', 0)} | {'**over**' if chapter in over else 'within'} |")
         lines += ["", "## Trained models", "",
-                  "Median over seeds (`LMBOOK_SEED`), ± the tolerance a reader's run should fall within "
-                  "(3 standard deviations over seeds, at least 1%). *Measured as* says what a number is: a "
-                  "model's quality, or a wall time or ratio of wall times (which belong to this machine and its "
-                  "load), bytes allocated, the bytes a cache's tensors hold, or arithmetic on published sizes.", "",
+                  "Median over seeds (`LMBOOK_SEED`), ± the band where 99% of other seeds' runs should fall (a "
+                  "prediction interval from the seeds' spread, at least 1% of the median). *Measured as* says what "
+                  "a number is: a model's quality, or a wall time or ratio of wall times (which belong to this "
+                  "machine and its load), bytes allocated, the bytes a cache's tensors hold, or arithmetic on "
+                  "published sizes.", "",
                   "| chapter | device | result | measured as | value | ratio to the floor |",
                   "|---|---|---|---|---|---|"]
         for chapter, by_device in r["chapters"].items():

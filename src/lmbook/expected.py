@@ -1,9 +1,9 @@
 """"Expected result" boxes: what the benchmark machine measured, next to this run's own figure.
 
 `make bench` runs every chapter with several seeds and writes, for each headline result, its median, its
-tolerance (3 standard deviations over the seeds, at least 1% of the median) and the values themselves to
-``bench/results.json``. A chapter shows a box under the result, so that a reader can tell whether their run
-is right. What the box may claim depends on the kind of result:
+tolerance (:func:`seed_tolerance`: where 99% of other seeds' runs should fall, from the seeds' spread) and the
+values themselves to ``bench/results.json``. A chapter shows a box under the result, so that a reader can tell
+whether their run is right. What the box may claim depends on the kind of result:
 
 - a *quality* figure (a perplexity, a loss, an accuracy) is reproducible: other seeds move it little, so a
   tight band and a verdict (inside or outside it) help; when the seeds spread wider than the value itself,
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 
 from IPython.display import Markdown
@@ -36,6 +37,26 @@ KINDS: dict[str, tuple[bool, str]] = {
     "ratio": (False, "×"),  # a reproducible ratio (memory allocated)
     "value": (False, ""),  # anything else: a perplexity, a loss, BLEU, bits per byte
 }
+# Student's t at 0.995 by degrees of freedom (scipy.stats.t.ppf(0.995, df)); beyond 10 the value at 10, which
+# is a little wider than the exact one.
+T_995 = {1: 63.657, 2: 9.925, 3: 5.841, 4: 4.604, 5: 4.032, 6: 3.707, 7: 3.499, 8: 3.355, 9: 3.250, 10: 3.169}
+
+
+def seed_tolerance(values: list[float]) -> float:
+    """How far one more seed's run may fall from the seeds' median: a 99% prediction interval.
+
+    With n seeds of standard deviation s, a new run differs from their mean by at most t · s · √(1 + 1/n) in 99%
+    of cases (t: Student's, n − 1 degrees of freedom). Three seeds say little about the spread itself, and t
+    says how little: from three seeds, ± 3 s would leave out about one run in eight (another processor's run,
+    which rounds differently and so is in effect another seed, fell outside it). At least 1% of the median."""
+    n = len(values)
+    floor = 0.01 * abs(statistics.median(values))
+    if n < 2:
+        return floor
+    t = T_995[min(n - 1, max(T_995))]
+    return max(t * statistics.stdev(values) * math.sqrt(1 + 1 / n), floor)
+
+
 _SHARE_WORDS = ("accuracy", "exact match", "share", "agreement", "examples right", "grammatical", "first guess right",
                 "weight on")
 
@@ -140,10 +161,10 @@ def box_text(data: dict | None, chapter: str, key: str, value: float, device: st
                 f"as much as the figure itself, so a single run is compared with them, not judged.")
     inside = abs(value - median) <= tol
     verdict = ("within that band" if inside else
-               "outside that band: other seeds stay inside it, so a changed cell, other library versions or "
-               "another processor are the likely cause")
-    return (f"> **Expected result:** {label} = {_band(median, tol, kind)}: the median of {runs} ± 3 standard "
-            f"deviations, on {where}. **This run:** {fmt(value, kind)}, {verdict}.")
+               "outside that band, where fewer than one seed in a hundred should fall: a changed cell or other "
+               "library versions are the likely cause")
+    return (f"> **Expected result:** {label} = {_band(median, tol, kind)}: the median of {runs}, and where 99% "
+            f"of other seeds' runs should fall, on {where}. **This run:** {fmt(value, kind)}, {verdict}.")
 
 
 def expected_box(results: str | Path, chapter: str, key: str, value: float, device: str) -> Markdown:
