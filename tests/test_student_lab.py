@@ -75,7 +75,7 @@ def lab():
         for made in _checkpoints() - checkpoints_before:
             shutil.rmtree(made, ignore_errors=True)
         for path, content in notebooks_before.items():
-            if path.read_bytes() != content:
+            if not path.exists() or path.read_bytes() != content:
                 path.write_bytes(content)
         if os.getuid() == 0:
             assert "make lab: running as root, so JupyterLab gets --allow-root" in output, output[-2000:]

@@ -48,7 +48,8 @@ def seed_tolerance(values: list[float]) -> float:
     With n seeds of standard deviation s, a new run differs from their mean by at most t · s · √(1 + 1/n) in 99%
     of cases (t: Student's, n − 1 degrees of freedom). Three seeds say little about the spread itself, and t
     says how little: from three seeds, ± 3 s would leave out about one run in eight (another processor's run,
-    which rounds differently and so is in effect another seed, fell outside it). At least 1% of the median."""
+    which rounds differently and so is in effect another seed, fell outside it). The band is centred on the
+    median, which for a few seeds is close to their mean. At least 1% of the median."""
     n = len(values)
     floor = 0.01 * abs(statistics.median(values))
     if n < 2:
