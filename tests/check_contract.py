@@ -18,7 +18,8 @@ import pytest
 import torch
 from test_verdict import grader_verdict, kernel_verdict
 
-from lmbook.grading.checks import case_inputs
+from lmbook.devicecheck import PRETEND, PretendAccelerator
+from lmbook.grading.checks import CheckFailed, case_inputs, run_check
 from lmbook.grading.verdict import case_problem
 
 
@@ -60,5 +61,16 @@ def contract_tests(checks, right: dict[str, Callable]):
         grader = grader_verdict(by_task[task], right[task], hidden=hidden, seed=11)
         assert kernel[0] and grader[0], f"Jupyter: {kernel[1]}\ngrader: {grader[1]}"
 
+    @pytest.mark.parametrize("task", list(right))
+    def test_a_correct_answer_passes_on_a_gpu_too(task, capsys):
+        """On the pretend accelerator (lmbook.devicecheck): the CPU's numbers, and an error wherever a GPU
+        would meet tensors, masks or generators on two devices."""
+        with PretendAccelerator():
+            try:
+                run_check(by_task[task], right[task], hidden=True, seed=11, device=PRETEND)
+            except CheckFailed as e:
+                pytest.fail(f"passes on the CPU, fails on a GPU: {e}")
+
     return (test_every_task_has_a_right_answer_here,
-            test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader)
+            test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader,
+            test_a_correct_answer_passes_on_a_gpu_too)

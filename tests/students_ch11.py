@@ -176,7 +176,7 @@ def _gqa(x_new, cache, params, n_head, n_kv_head, cos, sin, *, tile=False, cache
     T = kr.shape[2]
     if not no_mask:
         offset = 0 if mask_start else T - n
-        s = s.masked_fill(torch.ones(n, T, dtype=torch.bool).triu(offset + 1), float("-inf"))
+        s = s.masked_fill(torch.ones(n, T, dtype=torch.bool, device=s.device).triu(offset + 1), float("-inf"))
     y = (s.softmax(-1) @ vr).permute(0, 2, 1, 3).reshape(B, n, n_head * dh) @ params["o_proj.weight"].T
     if cache_repeated:
         return y, {"k": kr, "v": vr}

@@ -85,7 +85,7 @@ def filter_probs(logits, temperature=1.0, top_k=None, top_p=None):
 def sample(logits, n, temperature=1.0, top_k=None, top_p=None):
     # inverse-CDF sampling, not torch.multinomial
     cdf = filter_probs(logits, temperature, top_k, top_p).cumsum(-1)
-    u = torch.rand(logits.shape[0], n, dtype=cdf.dtype)
+    u = torch.rand(logits.shape[0], n, dtype=cdf.dtype, device=cdf.device)
     return torch.searchsorted(cdf, u * cdf[:, -1:]).clamp(max=logits.shape[1] - 1)
 
 
@@ -94,7 +94,8 @@ RIGHT = {"rnn_cell": rnn_cell, "rnn_forward": rnn_forward, "lstm_cell": lstm_cel
 
 
 (test_every_task_has_a_right_answer_here,
- test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader) = contract_tests(CHECKS, RIGHT)
+ test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader,
+ test_a_correct_answer_passes_on_a_gpu_too) = contract_tests(CHECKS, RIGHT)
 
 
 @pytest.mark.parametrize(("task", "ours"), [

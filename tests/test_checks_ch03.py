@@ -91,7 +91,8 @@ RIGHT = {"teacher_forcing_loss": teacher_forcing_loss, "greedy_decode": greedy_d
 
 
 (test_every_task_has_a_right_answer_here,
- test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader) = contract_tests(CHECKS, RIGHT)
+ test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader,
+ test_a_correct_answer_passes_on_a_gpu_too) = contract_tests(CHECKS, RIGHT)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 123])

@@ -61,7 +61,8 @@ RIGHT = {"dot_scores": dot_scores, "multiplicative_scores": multiplicative_score
 
 
 (test_every_task_has_a_right_answer_here,
- test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader) = contract_tests(CHECKS, RIGHT)
+ test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader,
+ test_a_correct_answer_passes_on_a_gpu_too) = contract_tests(CHECKS, RIGHT)
 
 
 def _lib_multiplicative(s, H, mask, W):

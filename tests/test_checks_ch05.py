@@ -43,7 +43,8 @@ def masked_attention(Q, K, V, key_mask, causal):
 RIGHT = {"qkv_projections": qkv_projections, "masked_attention": masked_attention}
 
 (test_every_task_has_a_right_answer_here,
- test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader) = contract_tests(CHECKS, RIGHT)
+ test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader,
+ test_a_correct_answer_passes_on_a_gpu_too) = contract_tests(CHECKS, RIGHT)
 
 
 def _lib_attention(Q, K, V, key_mask, causal):

@@ -54,7 +54,8 @@ def multihead_attention(query, key, value, in_proj_weight, in_proj_bias, out_pro
 RIGHT = {"split_heads": split_heads, "merge_heads": merge_heads, "multihead_attention": multihead_attention}
 
 (test_every_task_has_a_right_answer_here,
- test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader) = contract_tests(CHECKS, RIGHT)
+ test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader,
+ test_a_correct_answer_passes_on_a_gpu_too) = contract_tests(CHECKS, RIGHT)
 
 
 def _lib_mha(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,

@@ -54,7 +54,8 @@ RIGHT = {"sinusoidal_encoding": sinusoidal_encoding, "apply_rope": apply_rope, "
          "relative_position_bias": relative_position_bias}
 
 (test_every_task_has_a_right_answer_here,
- test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader) = contract_tests(CHECKS, RIGHT)
+ test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader,
+ test_a_correct_answer_passes_on_a_gpu_too) = contract_tests(CHECKS, RIGHT)
 
 
 def _lib_alibi(n_head, n):

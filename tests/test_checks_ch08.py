@@ -77,7 +77,8 @@ RIGHT = {"layer_norm": layer_norm, "feed_forward": feed_forward, "encoder_block"
          "decoder_block": decoder_block}
 
 (test_every_task_has_a_right_answer_here,
- test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader) = contract_tests(CHECKS, RIGHT)
+ test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader,
+ test_a_correct_answer_passes_on_a_gpu_too) = contract_tests(CHECKS, RIGHT)
 
 
 def _torch_encoder(params, n_head, norm_first):

@@ -38,7 +38,8 @@ CPU = torch.device("cpu")
 RIGHT = {task: answers[0] for task, answers in STUDENTS_RIGHT.items()}
 
 (test_every_task_has_a_right_answer_here,
- test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader) = contract_tests(
+ test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader,
+ test_a_correct_answer_passes_on_a_gpu_too) = contract_tests(
     list(check.checks.values()), RIGHT)  # the code tasks and the thinking questions
 
 

@@ -7,6 +7,7 @@ DPO gradient against autograd; and lmbook's chapter 11 modules agree with the gr
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import pytest
@@ -43,7 +44,8 @@ CPU = torch.device("cpu")
 RIGHT = {c.task: STUDENTS_RIGHT[c.task][0] for c in CHECKS}
 
 (test_every_task_has_a_right_answer_here,
- test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader) = contract_tests(CHECKS, RIGHT)
+ test_a_correct_but_different_answer_passes_in_jupyter_and_in_the_grader,
+ test_a_correct_answer_passes_on_a_gpu_too) = contract_tests(CHECKS, RIGHT)
 
 
 def _all_cases(task: str) -> int:
@@ -136,6 +138,11 @@ def test_the_library_agrees_on_swiglu():
 # ----------------------------------------------------------------------------- gqa_attention
 
 
+# The cache's keyword: `cache` in transformers 5.24, `past_key_values` before (5.17 took `cache=` into **kwargs and
+# filled nothing).
+_CACHE_ARG = "cache" if "cache" in inspect.signature(LlamaAttention.forward).parameters else "past_key_values"
+
+
 def _hf_attention(x_new, cache, params, n_head, n_kv_head, cos, sin):
     """Hugging Face's LlamaAttention with a DynamicCache holding the case's cache, and an additive causal mask."""
     d = x_new.shape[-1]
@@ -152,7 +159,9 @@ def _hf_attention(x_new, cache, params, n_head, n_kv_head, cos, sin):
     allowed = torch.ones(n_new, t + n_new, dtype=torch.bool).tril(diagonal=t)
     mask = torch.zeros(n_new, t + n_new, dtype=x_new.dtype).masked_fill(~allowed, float("-inf"))[None, None]
     with torch.no_grad():
-        y, _ = attn(x_new, position_embeddings=(cos[None], sin[None]), attention_mask=mask, cache=hf_cache)
+        y, _ = attn(x_new, position_embeddings=(cos[None], sin[None]), attention_mask=mask,
+                    **{_CACHE_ARG: hf_cache})
+    assert hf_cache.layers, f"LlamaAttention did not fill the cache passed as {_CACHE_ARG}="
     layer = hf_cache.layers[0]
     return y, {"k": layer.keys, "v": layer.values}
 

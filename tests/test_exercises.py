@@ -52,10 +52,15 @@ def test_exercises_are_generated_from_solutions_unchanged(assignment, tmp_path):
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_solution_notebook_runs_and_passes_every_test(assignment, tmp_path):
+def test_solution_notebook_runs_and_passes_every_test(assignment, tmp_path, monkeypatch):
+    """On the pretend accelerator (the same numbers as on the CPU, and an error wherever a GPU or a Mac would
+    meet tensors on two devices), unless LMBOOK_DEVICE names a real device (make gpu-check: cuda)."""
+    if not os.environ.get("LMBOOK_DEVICE"):
+        monkeypatch.setenv("LMBOOK_DEVICE", "pretend")
     (path,) = (ROOT / "solutions" / assignment).glob("*.ipynb")
     nb = _execute(path, tmp_path)
-    assert _errors(nb) == {}, f"the solution notebook failed its own tests: {_errors(nb)}"
+    assert _errors(nb) == {}, (f"the solution notebook failed its own tests on {os.environ['LMBOOK_DEVICE']}: "
+                               f"{_errors(nb)}")
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)

@@ -76,10 +76,14 @@ def sample_next(
 ) -> torch.Tensor:
     """Draw y ~ softmax(filter_logits(logits, ...)): token ids of shape (B,), or a scalar for (V,) logits.
 
-    Pass a seeded ``torch.Generator`` to make the draws reproducible.
+    Pass a seeded ``torch.Generator`` to make the draws reproducible. The draw is made where the generator
+    lives (a plain ``torch.Generator()`` is on the CPU) and the ids come back on the logits' device, so one seeded
+    CPU generator gives the same text whether the model runs on a CPU, a GPU or a Mac.
     """
     probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)  # -inf -> probability 0
-    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
+    if generator is not None and generator.device != probs.device:
+        probs = probs.to(generator.device)
+    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1).to(logits.device)
 
 
 def greedy_decode(step_fn: StepFn, bos: int, eos: int, max_len: int) -> list[int]:

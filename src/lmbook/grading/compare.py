@@ -45,12 +45,15 @@ def float64_inputs(on: bool) -> Iterator[None]:
 
 
 def to_reference(x):
-    """Move a result to CPU float64 so references and answers are compared on equal terms."""
+    """Move a result to CPU float64 so references and answers are compared on equal terms (also the tensors
+    inside tuples, lists and dicts: a dict of weights left on a GPU beside CPU inputs fails the reference)."""
     if isinstance(x, torch.Tensor):
         x = x.detach().cpu()
         return x.double() if x.is_floating_point() else x
     if isinstance(x, tuple | list):
         return type(x)(to_reference(v) for v in x)
+    if isinstance(x, dict):
+        return type(x)((k, to_reference(v)) for k, v in x.items())
     return x
 
 
