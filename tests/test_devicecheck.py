@@ -132,3 +132,15 @@ def test_lmbook_device_pretend_gives_the_pretend_device_for_the_whole_process():
                        env={**os.environ, "LMBOOK_DEVICE": "pretend"}, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == "meta" and MIXED in r.stdout, r.stdout
+
+
+def test_a_recurrent_layer_on_a_packed_sequence_passes_and_a_cpu_initial_state_raises(acc):
+    """nn.GRU on a packed sequence takes its batch sizes on the CPU, as CUDA wants them; a CPU h_0 is a bug."""
+    gru = torch.nn.GRU(4, 3, batch_first=True).to(PRETEND)
+    x = torch.randn(2, 5, 4, device=PRETEND)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor([5, 2]), batch_first=True)
+    out, h = gru(packed)
+    padded, lengths = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True)
+    assert side(padded) == "gpu" and side(h) == "gpu" and lengths.tolist() == [5, 2]
+    with pytest.raises(RuntimeError, match=MIXED):
+        gru(packed, torch.zeros(1, 2, 3))

@@ -270,12 +270,15 @@ def mask_tokens(ids: torch.Tensor, *, mask_id: int, vocab_size: int, special_ids
     """
     special = torch.tensor(sorted({*special_ids, mask_id, pad_id}), device=ids.device)
     eligible = ~torch.isin(ids, special)
-    chosen = eligible & (torch.rand(ids.shape, generator=generator, device=ids.device) < p)
-    u = torch.rand(ids.shape, generator=generator, device=ids.device)  # which of the three fates
+    # The draws are made where the generator lives (a plain torch.Generator() is on the CPU), then follow ids:
+    # one seeded CPU generator picks the same positions whatever device ids are on.
+    where = ids.device if generator is None else generator.device
+    chosen = eligible & (torch.rand(ids.shape, generator=generator, device=where).to(ids.device) < p)
+    u = torch.rand(ids.shape, generator=generator, device=where).to(ids.device)  # which of the three fates
     to_mask, to_random = chosen & (u < 0.8), chosen & (u >= 0.8) & (u < 0.9)
     vocab = torch.arange(vocab_size, device=ids.device)
     vocab = vocab[~torch.isin(vocab, special)]  # the non-special tokens a random replacement comes from
-    random_tokens = vocab[torch.randint(len(vocab), ids.shape, generator=generator, device=ids.device)]
+    random_tokens = vocab[torch.randint(len(vocab), ids.shape, generator=generator, device=where).to(ids.device)]
     inputs = torch.where(to_mask, torch.full_like(ids, mask_id), torch.where(to_random, random_tokens, ids))
     labels = torch.where(chosen, ids, torch.full_like(ids, -100))
     return inputs, labels

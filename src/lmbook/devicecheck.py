@@ -34,7 +34,10 @@ _DEVICE_GET = _TENSOR["device"]
 _DATA = _TENSOR["data"]
 # Moves between devices, and the ops CUDA lets take a CPU tensor beside a GPU one (packing takes its lengths
 # on the CPU).
-_MOVES = {"to", "cpu", "cuda", "copy_", "__setitem__", "set_", "new_tensor", "_pack_padded_sequence"}
+_MOVES = {"to", "cpu", "cuda", "copy_", "__setitem__", "set_", "new_tensor", "_pack_padded_sequence",
+          "_pad_packed_sequence"}
+# A recurrent op on a packed sequence, (data, batch_sizes, hx, ...): CUDA wants batch_sizes on the CPU.
+_PACKED_RNN = {"gru", "lstm", "rnn_tanh", "rnn_relu"}
 _TO_NUMPY = {"numpy", "__array__"}
 _REAL_GENERATOR = torch.Generator
 
@@ -73,6 +76,10 @@ class _Generator(_REAL_GENERATOR):
 
     def __init__(self, device="cpu"):
         pass
+
+    @property
+    def device(self) -> torch.device:  # as a CUDA generator's: where its draws are made
+        return PRETEND if self.__dict__.get(_SIDE) == _GPU else _REAL_GENERATOR.device.__get__(self)
 
 
 def _name(func) -> str:
@@ -117,6 +124,9 @@ class PretendAccelerator(TorchFunctionMode):
         # where the call says its result goes: a device= (or .to's device), .cpu(), .cuda(), or .to(other)
         target, args, kwargs = self._target(name, args, kwargs)
         leaves = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        if name in _PACKED_RNN and len(args) > 1 and isinstance(args[1], torch.Tensor) and args[1].dim() == 1 \
+                and not args[1].is_floating_point():  # the packed form: its batch_sizes stay on the CPU
+            leaves = [t for t in leaves if t is not args[1]]
         sides = {side(t) for t in leaves if t.dim() > 0 or side(t) == _GPU} - {None}
         if name in _TO_NUMPY and side(args[0]) == _GPU:
             raise TypeError(f"can't convert {PRETEND} device type tensor to numpy (on a GPU: cuda:0). "
