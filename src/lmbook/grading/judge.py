@@ -562,7 +562,7 @@ def preflight(source: Path, *, use_sandbox: bool = True, timeout: float = DEFAUL
     from .nbgrader_plugin import grader_fingerprint
 
     nb = nbformat.read(source, as_version=4)
-    key = hashlib.sha256(json.dumps([grader_fingerprint(), use_sandbox, timeout,
+    key = hashlib.sha256(json.dumps([grader_fingerprint(), use_sandbox, timeout, os.environ.get("LMBOOK_DEVICE", ""),
                                      [(c.cell_type, c.source) for c in nb.cells]]).encode()).hexdigest()[:32]
     path = cache / f"reference-{key}.json" if cache is not None else None
     graded = None

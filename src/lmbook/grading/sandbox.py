@@ -118,19 +118,51 @@ def _readable_roots() -> list[str]:
     return sorted(p for p in paths if os.path.exists(p))
 
 
-def command(job_dir: Path, limits: Limits, sandbox: bool = True) -> list[str]:
-    runner = [sys.executable, "-m", "lmbook.grading.runner", str(job_dir)]
+def _package_path(roots: list[str]) -> str | None:
+    """The folder holding the lmbook the grader imported, where the sandbox's Python would not find it by
+    itself (lmbook importable only through ``PYTHONPATH``, which the sandbox clears): it goes into the
+    sandbox's ``PYTHONPATH``, bound read-only like every root. None where it lies in site-packages."""
+    import site
+
+    folder = str(Path(lmbook.__file__).resolve().parent.parent)
+    paths = sysconfig.get_paths()
+    site_dirs = {str(Path(d).resolve()) for d in (paths["purelib"], paths["platlib"], *site.getsitepackages())
+                 if os.path.exists(d)}
+    return folder if folder in roots and folder not in site_dirs else None
+
+
+def command(job_dir: Path | None, limits: Limits, sandbox: bool = True, *, device: str | None = None,
+            dev: Path = Path("/dev"), program: list[str] | None = None) -> list[str]:
+    """The command that runs ``program`` (default: the runner on ``job_dir``) under the limits, in the sandbox.
+
+    ``device``: the device student code is told to use (default: the grader's ``LMBOOK_DEVICE``, which
+    :func:`.devices.settle` chose, else the CPU). For CUDA, the sandbox gets the NVIDIA device nodes found in
+    ``dev`` (each bound alone, nothing else of the host's devices) and the driver's folders, read-only; where
+    there are none, or for any other device, student code is told to use the CPU: no other device can be
+    reached from the sandbox."""
+    from . import devices
+
+    runner = program or [sys.executable, "-m", "lmbook.grading.runner", str(job_dir)]
     prlimit = ["prlimit", f"--as={limits.memory_bytes}", f"--cpu={limits.cpu_seconds}",
                f"--fsize={limits.file_bytes}", f"--nproc={limits.processes}", f"--nofile={limits.open_files}",
                "--core=0", "--"]
     if not sandbox:
         return prlimit + runner
+    device = (device if device is not None else os.environ.get("LMBOOK_DEVICE", "")).strip() or "cpu"
+    nodes = devices.nvidia_nodes(dev) if device.split(":")[0] == "cuda" else []
+    if not nodes:
+        device = "cpu"
+    roots = _readable_roots()
+    drivers = devices.driver_folders(roots) if nodes else []
+    package = _package_path(roots)
     as_root = os.geteuid() == 0
     cmd = [bwrap_path() or "bwrap", *_privileges(), "--die-with-parent", "--new-session",
            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/home/student",
            "--setenv", "OMP_NUM_THREADS", "1", "--setenv", "MKL_NUM_THREADS", "1",
            "--setenv", "MPLBACKEND", "Agg", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
-           "--setenv", "LMBOOK_DEVICE", os.environ.get("LMBOOK_DEVICE", "cpu")]
+           "--setenv", "LMBOOK_DEVICE", device,
+           *(["--setenv", "PYTHONPATH", package] if package else []),
+           *(["--setenv", "LD_LIBRARY_PATH", devices.library_path(drivers)] if devices.library_path(drivers) else [])]
     bound: list[Path] = []  # binds: what lies under them is already there
     made: set[Path] = {Path("/")}  # empty folders and tmpfs: what goes under them must be made
 
@@ -154,13 +186,20 @@ def command(job_dir: Path, limits: Limits, sandbox: bool = True) -> list[str]:
     # under /tmp, the job folder), binds made before them would be hidden. Made by root, they must be
     # writable by the sandbox's uid; nothing else runs in there.
     cmd += ["--proc", "/proc", "--dev", "/dev"]
+    made.add(Path("/dev"))
+    for node in nodes:  # the GPU: these device nodes, and nothing else of the host's /dev
+        parents(f"/dev/{node}")
+        cmd += ["--dev-bind-try", str(dev / node), f"/dev/{node}"]
     for d in ("/tmp", "/home/student"):
         parents(d)
         cmd += ["--size", str(limits.tmp_bytes), "--perms", "1777", "--tmpfs", d]
         made.add(Path(d))
-    for d in _readable_roots():
+    for d in roots:
         bind("--ro-bind", d)
-    bind("--ro-bind", str(job_dir))
+    for d in drivers:
+        bind("--ro-bind", d)
+    if job_dir is not None:
+        bind("--ro-bind", str(job_dir))
     cmd += ["--chdir", "/home/student", "--"]
     if as_root:  # bubblewrap keeps only what setpriv needs to drop to the sandbox's uid and its last capabilities
         uid = str(sandbox_uid())
