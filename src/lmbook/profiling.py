@@ -39,3 +39,17 @@ def allocated_bytes(fn: Callable[[], object]) -> int:
     with _CountAllocations() as counter:
         fn()
     return counter.bytes
+
+
+def peak_bytes(fn: Callable[[], object], device: torch.device | str) -> int | None:
+    """The most memory the CUDA allocator held for tensors while ``fn()`` ran, above what it held before (the
+    peak, which :func:`allocated_bytes`'s total is not); None on a device whose allocator does not say (CPU, MPS)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before
