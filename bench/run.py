@@ -369,12 +369,14 @@ HEADLINES = {
     ],
     "appendix_gpu": [
         ("validation loss, bf16 autocast − float32 (nats)", "val_gap"),
-        ("bf16 autocast training speed ÷ float32", "bf16_speedup"),
-        ("causal attention at n = 2048: course ÷ SDPA time", "attn_time_ratio"),
-        ("causal attention at n = 2048: course ÷ SDPA memory allocated", "attn_mem_ratio"),
+        ("bf16 autocast training speed ÷ float32, the page's GPT at the device's size", "bf16_speedup"),
+        ("causal attention, forward and backward: course ÷ SDPA time", "attn_time_ratio"),
+        ("causal attention, forward and backward, longest n: course ÷ SDPA time", "attn_time_ratio_long"),
+        ("causal attention: course ÷ SDPA memory allocated", "attn_mem_ratio"),
         ("torch.compile: compiled ÷ eager speed", "compile_speedup"),
+        ("torch.compile: first call (s)", "compile_first_s"),
         ("MFU of chapter 9's GPT against the measured matmul peak", "mfu_small"),
-        ("MFU of the wider GPT against the measured matmul peak", "mfu_wide"),
+        ("MFU of the page's GPT at the device's size against the measured matmul peak", "mfu_wide"),
     ],
     "ch07_positions": [
         ("best position scheme, positions ≤ L: perplexity ÷ floor", "best_ppl_ratio"),
