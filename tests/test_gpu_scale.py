@@ -4,13 +4,14 @@ import json
 
 import pytest
 import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from lmbook.gpt import GPT, GPTConfig
 from lmbook.gpu_scale import (
     SIZES,
     attention_bytes,
     attention_lengths,
-    count_train_flops,
     fit_batch_size,
     gpt_flops_per_token,
     gpu_rows,
@@ -23,6 +24,15 @@ from lmbook.profiling import peak_bytes
 
 GIB = 2**30
 H200, RTX_4090, LAPTOP = 139 * GIB, 24 * GIB, 8 * GIB
+
+
+def count_train_flops(model: nn.Module, ids: torch.Tensor) -> float:
+    """The FLOPs of one forward and backward of ``model`` on ``ids`` that PyTorch's FLOP counter sees
+    (matrix products, attention), per token: a brute-force count to check the closed form against."""
+    with FlopCounterMode(display=False) as counter:
+        model(ids).float().sum().backward()
+    return counter.get_total_flops() / ids.numel()
+
 
 
 def test_each_device_kind_has_its_sizes_and_the_environment_overrides_them(monkeypatch):

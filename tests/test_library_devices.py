@@ -663,7 +663,7 @@ def test_random_seeds_make_the_cpus_batches_whatever_the_device(corpus):
 
 
 def test_the_appendixs_gpu_helpers_run_on_a_gpu(corpus):
-    from lmbook.gpu_scale import count_train_flops, fused_adamw, halve_on_oom, step_seconds, use_fused_attention
+    from lmbook.gpu_scale import fused_adamw, halve_on_oom, step_seconds, use_fused_attention
     from lmbook.scaling import measured_matmul_flops
 
     V = len(corpus.vocab)
@@ -684,7 +684,6 @@ def test_the_appendixs_gpu_helpers_run_on_a_gpu(corpus):
             opt.step()
 
         assert step_seconds(step, 1, 1, PRETEND) > 0
-        assert count_train_flops(model, ids) > 0
         assert halve_on_oom(lambda b: model(ids[:b]).shape[0], 2) == (2, 2)
         assert measured_matmul_flops(n=16, device=PRETEND, repeats=1) > 0
     assert torch.allclose(got.detach().cpu(), want.detach(), atol=1e-5)

@@ -29,7 +29,6 @@ from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from .gpt import GPT, CausalSelfAttention, GPTConfig, KVCache
 from .multihead import merge_heads, split_heads
@@ -199,16 +198,6 @@ def fused_adamw(params, device: torch.device | str, **kwargs) -> torch.optim.Ada
     if torch.device(device).type == "cuda":
         kwargs["fused"] = True
     return torch.optim.AdamW(params, **kwargs)
-
-
-def count_train_flops(model: nn.Module, ids: torch.Tensor) -> float:
-    """The FLOPs of one forward and backward of ``model`` on ``ids`` that PyTorch's FLOP counter sees
-    (matrix products, attention), per token: a brute-force count to check the closed form against."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    with FlopCounterMode(display=False) as counter:
-        model(ids).float().sum().backward()
-    return counter.get_total_flops() / ids.numel()
 
 
 def step_seconds(step: Callable[[], object], steps: int, warmup: int, device: torch.device | str) -> float:
