@@ -41,8 +41,8 @@ def sequence_log_probs(model: nn.Module, ids: torch.Tensor,
                        response_mask: torch.Tensor) -> torch.Tensor:
     """ln π(y|x) for each row of ``ids`` (B, n): the sum over positions t ≥ 1 with
     ``response_mask[:, t]`` True of ln P(ids[t] | ids[<t]). The mask marks the
-    response's tokens (B, n); the prompt and padding are left out. The sums are on the model's device, wherever
-    ``ids`` and the mask come from."""
+    response's tokens (B, n); the prompt and padding are left out. The sums are
+    on the model's device, wherever ``ids`` and the mask come from."""
     device = next(model.parameters()).device
     ids, response_mask = ids.to(device), response_mask.to(device)
     logits = model(ids[:, :-1])

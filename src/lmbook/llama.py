@@ -130,7 +130,8 @@ class GroupedQueryAttention(nn.Module):
         self.W_o = nn.Linear(config.n_head * self.d_head, config.d_model, bias=False)
 
     def forward(
-        self, x: torch.Tensor, cache: KVCache | None = None, return_weights: bool = False
+        self, x: torch.Tensor, cache: KVCache | None = None,
+        return_weights: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """x (B, n_new, d) → (B, n_new, d); with a cache, the new positions start at its
         length and their queries also read every cached position. ``return_weights``
