@@ -86,8 +86,10 @@ system-deps:
 	fi
 
 # Regenerate the student notebooks in exercises/ from the nbgrader sources in solutions/
-# (the released exercises are listed once, in lmbook.tasks.ASSIGNMENTS).
+# (the released exercises are listed once, in lmbook.tasks.ASSIGNMENTS), after writing the grader's rule
+# (lmbook.grading.rules: what costs nothing, what is flagged) into every source's introduction.
 exercises: install
+	$(BIN)/python -m lmbook.grading.rules solutions
 	cd autograder && for a in $$($(BIN)/python -m lmbook.tasks); do \
 	  $(BIN)/nbgrader generate_assignment $$a --force --log-level=WARN || exit 1; done
 

@@ -284,13 +284,12 @@ RUN_TIME_ROUTES = {
                                   "    return torch.zeros_like(x).as_subclass(Later)"),
     "course_by_attribute_getter": ("get = operator.attrgetter('functional.log_softmax')\n\n"
                                    "def log_softmax(x, dim=-1):\n    return get(lmbook)(x, dim)"),
-    "graders_own_reference": "def log_softmax(x, dim=-1):\n    return check.checks['log_softmax'].reference(x, dim)",
 }
 RUN_TIME_EXPECTED = {
-    "thread_pool_operator": "torch's `_log_softmax` while it ran",  # called or ran: either watch may see it first
-    "tensor_computed_when_read": "torch's `_log_softmax` while it ran",
-    "course_by_attribute_getter": "called `log_softmax` while it ran",
-    "graders_own_reference": "lmbook.grading.checks",
+    # the feedback names the forbidden op by the task's own words (never a name the answer could set)
+    "thread_pool_operator": "torch's `log_softmax` while it ran",  # called or ran: either watch may see it first
+    "tensor_computed_when_read": "torch's `log_softmax` while it ran",
+    "course_by_attribute_getter": "called the ready-made implementation of this task",
 }
 
 
@@ -345,6 +344,10 @@ ISSUE_29 = {
                                False, "", {}),
     **{name: (_run_time_route(code), [0, 3, 3, 3, 0], False, RUN_TIME_EXPECTED[name], {})
        for name, code in RUN_TIME_ROUTES.items()},
+    # the grader's reference reached from the set-up's `check`: its internals, read in the code
+    "graders_own_reference": (_run_time_route(
+        "def log_softmax(x, dim=-1):\n    return check.checks['log_softmax'].reference(x, dim)"), ZERO, True,
+        "the grader's internals", {}),
     "private_c_kernel": (lambda: fill({**GOOD, "cross_entropy": GOOD["cross_entropy"].replace(
         "return -logp[keep].gather(1, targets[keep].unsqueeze(1)).mean()",
         "return torch._C._nn.nll_loss_nd(logp, targets, None, 1, ignore_index)")}), ZERO, True, "torch's internals",
@@ -363,6 +366,25 @@ ISSUE_29 = {
 
 
 # name -> (build, expected per-task points, flagged, a phrase the report must contain, extra files)
+# ----------------------------------------------------------------------------- issue 45's honest kinds
+# What honest students write that a grader living in their process once took for tampering or a ready-made
+# answer: an endless recursion (Python drops the watch's hook as the stack overflows), the set-up's corpus
+# read inside an answer. (A model compiled with torch.compile: test_watch.py, since tracing it takes longer than
+# this batch's 15-second cells.)
+RECURSES = """def log_softmax(x, dim=-1):
+    # the base case forgotten: each call hands the same input on
+    return log_softmax(x, dim)"""
+READS_SETUP = GOOD["train_lm"].replace(
+    "    window, d, H = 4, 32, 128\n",
+    "    window, d, H = 4, 32, 128\n    print('vocabulary:', len(corpus.vocab), 'given:', vocab_size)\n", 1)
+ISSUE_45 = {
+    # cross_entropy calls the student's own log_softmax, so it fails with it
+    "endless_recursion": (lambda: fill({**GOOD, "log_softmax": RECURSES}), [0, 0, 3, 3, 4], False,
+                          "RecursionError", {}),
+    "reads_the_setups_corpus": (lambda: fill({**GOOD, "train_lm": READS_SETUP}), FULL, False, "", {}),
+}
+
+
 CORPUS = {
     "honest": (lambda: fill(GOOD), FULL, False, "", {}),
     "tags_on_tests": (_tags_on_tests, [3, 3, 0, 3, 0], False, "ignored the tag(s)", {}),
@@ -417,6 +439,7 @@ CORPUS = {
     "huge_image": (lambda: _with_cell(fill(GOOD), HUGE_IMAGE), FULL, False, "", {}),
     **{name: (_answer(code), *READY_MADE_EXPECTED[name], {}) for name, code in READY_MADE.items()},
     **ISSUE_29,
+    **ISSUE_45,
 }
 # Not graded at all (a clear status, 0 points): the file itself is broken.
 BROKEN = {

@@ -70,6 +70,17 @@ def test_the_solution_and_its_setup_are_not_suspicious():
     "%load_ext autoreload\n%autoreload 2",
     "from IPython.display import display, Markdown\ndisplay(Markdown('**done**'))",
     "import IPython.display as ipd\nipd.clear_output()",
+    # timing with the timeit module, compiling a model, images and functional helpers
+    "import timeit\nt = timeit.timeit(lambda: torch.randn(3).sum(), number=10)",
+    "import timeit\ndef step():\n    return torch.randn(3).sum()\nt = timeit.repeat(step, number=5, repeat=3)",
+    "model = torch.compile(nn.Linear(2, 2))",
+    "from PIL import Image",
+    "import functools, operator\nn = functools.reduce(operator.mul, (2, 3, 4))",
+    "import rich\nrich.print('[bold]done[/bold]')",
+    "import pandas as pd\ndf = pd.DataFrame({'loss': [1.0, 0.5]})",
+    "from scipy import signal\nw = signal.windows.hann(8)",
+    "from torch.utils.data import DataLoader, TensorDataset",
+    "layer = nn.Linear(2, 2)\nlayer.weight.requires_grad = False",
 ])
 def test_honest_code_is_not_flagged(code):
     assert find_tampering(cells(code)) == []
@@ -165,6 +176,29 @@ def test_an_honest_notebook_with_all_of_those_is_clean_and_keeps_its_answers():
     ("import sys\nsys.path.insert(0, input())", "sys.path"),
     ("import sys\nsys.path[0] = '/home/student'", "sys.path"),
     ("import sys\np = sys.path\np.clear()", "sys.path"),
+    # raw OS calls without os, found from what the modules expose
+    ("import posix\nfor name in posix.listdir('/'):\n    print(name)", "imports `posix`"),
+    ("import posix as p\np.system('cat /etc/passwd')", "other programs (a shell)"),
+    ("import _posixsubprocess", "processes"),
+    ("from _ctypes import dlopen", "C libraries"),
+    ("import cffi\nffi = cffi.FFI()\nlibc = ffi.dlopen(None)", "C libraries"),
+    ("import resource\nresource.setrlimit(resource.RLIMIT_CPU, (10**6, 10**6))", "the sandbox's limits"),
+    # code in strings, and names resolved at run time
+    ("import timeit\ntimeit.timeit('import os; os.system(\"ls\")', number=1)", "runs code given as a string"),
+    ("from timeit import Timer\nTimer(stmt='x = 1', setup='import posix').timeit(1)", "as a string"),
+    ("import pkgutil\nf = pkgutil.resolve_name('torch.nn.functional:log_softmax')", "computed at run time"),
+    ("import functools\nf = functools.reduce(getattr, ['nn', 'functional', 'log_softmax'], torch)",
+     "hands `getattr`"),
+    ("names = ['x']\nvalues = list(map(eval, names))", "hands `eval`"),
+    ("import torch\n@torch.library.custom_op('me::lsm', mutates_args=())\ndef lsm(x: torch.Tensor) -> "
+     "torch.Tensor:\n    return x", "torch.library"),
+    # the grader's own modules reached through an attribute, and the watch's hook read back
+    ("import lmbook\nw = lmbook.grading.watch\nw._current = None", "the grader's internals"),
+    ("import sys\nhook = sys.getprofile()", "sys.getprofile"),
+    # a library module under another name is still a library module; a library's layer over processes too
+    ("F = torch.nn.functional\nsetattr(F, 'log_softmax', lambda x, dim=-1: x)", "`setattr` on a library module"),
+    ("nnf = torch.nn.functional\nnnf.relu = lambda x: x", "monkeypatching"),
+    ("import torch.multiprocessing as mp\nmp.Process(target=print).start()", "other processes"),
 ])
 def test_tampering_is_found_with_its_evidence(code, reason):
     findings = find_tampering(cells(code))

@@ -146,7 +146,7 @@ def test_torchs_function_hooks_switched_off_do_not_hide_the_op():
     def answer(x, dim=-1):
         with torch._C.DisableTorchFunction():
             return list(map(getattr(torch, "log_" + "softmax"), [x], [dim]))[0]
-    assert "_log_softmax" in _grade(answer)
+    assert "ran torch's `log_softmax`" in _grade(answer)  # the dispatcher's operator, in the task's words
 
 
 def test_code_compiled_by_torch_jit_from_a_string_is_seen():
@@ -224,7 +224,7 @@ def test_the_course_module_reached_by_an_attribute_getter_is_seen():
 def test_a_clone_of_the_courses_function_is_seen():
     original = operator.attrgetter("word2vec.sgns_" + "loss")(lmbook)
     clone = types.FunctionType(original.__code__.replace(co_name="mine"), original.__globals__, "mine")
-    assert "the ready-made answer" in _grade(lambda v, u, n: clone(v, u, n), SGNS_LOSS)
+    assert "a copy of its code" in _grade(lambda v, u, n: clone(v, u, n), SGNS_LOSS)
 
 
 # ----------------------------------------------------------------------------- switching the watch off
@@ -277,3 +277,101 @@ def test_a_thread_the_watch_did_not_start_is_tampering_in_the_grader():
         assert w.tampered and "did not start" in w.tampered
     finally:
         stop.set()
+
+
+# ------------------------------------------------------------------------ honest errors and tools are not tampering
+
+
+def test_an_answer_that_recurses_without_end_fails_with_its_error_and_is_not_tampering():
+    def answer(x, dim=-1):
+        return answer(x, dim)  # the base case forgotten
+    w = watch.CallWatch(LOG_SOFTMAX, strict=True)
+    result = values.call_once(answer, [torch.randn(3, 4)], {}, 0, around=w)
+    assert result.get("raised", "").startswith("RecursionError"), result
+    assert w.tampered is None, w.tampered
+
+
+def test_an_answer_interrupted_inside_the_watch_is_not_tampering():
+    def answer(x, dim=-1):
+        raise KeyboardInterrupt  # what a time limit's signal does, wherever it lands
+    w = watch.CallWatch(LOG_SOFTMAX, strict=True)
+    with pytest.raises(KeyboardInterrupt):
+        values.call_once(answer, [torch.randn(3, 4)], {}, 0, around=w)
+    assert w.tampered is None, w.tampered
+
+
+def test_a_model_compiled_with_torch_compile_costs_nothing():
+    from lmbook.tasks.ch01 import check as registry
+
+    before = runner._fingerprint(registry)
+    layer = torch.compile(torch.nn.Linear(4, 4))
+
+    def answer(x, dim=-1):
+        return own_log_softmax(layer(x) * 0 + x, dim)
+    w = watch.CallWatch(LOG_SOFTMAX, strict=True)
+    result = values.call_once(answer, [torch.randn(3, 4)], {}, 0, around=w)
+    assert "out" in result, result
+    assert (w.found, w.tampered) == (None, None)
+    assert runner._fingerprint(registry) == before, "torch.compile counted as changing the grader's code"
+
+
+def test_training_and_evaluating_a_compiled_model_is_not_the_ready_made_model():
+    # The training task's forbidden objects include a dataclass (the corpus): its generated __repr__ is
+    # dataclasses' own wrapper, shared with every dataclass, which torch.compile calls while it traces.
+    from lmbook.tasks.ch01 import TRAIN_LM
+
+    model = torch.compile(torch.nn.Sequential(torch.nn.Embedding(50, 8), torch.nn.Flatten(1),
+                                              torch.nn.Linear(32, 50)))
+    ids = torch.randint(0, 50, (16, 4))
+    with watch.CallWatch(TRAIN_LM, strict=True, torch_calls=False) as training:
+        model(ids).logsumexp(-1).mean().backward()
+    with watch.CallWatch(TRAIN_LM, strict=True) as evaluating:
+        model(ids)
+    assert (training.found, training.tampered) == (None, None)
+    assert (evaluating.found, evaluating.tampered) == (None, None)
+
+
+def test_the_ready_made_op_inside_a_compiled_function_is_seen():
+    compiled = torch.compile(lambda x, dim: torch.log_softmax(x, dim))
+    assert "not graded" in _grade(lambda x, dim=-1: compiled(x, dim))
+
+
+def test_the_watch_switched_off_through_its_module_is_tampering():
+    def answer(x, dim=-1):
+        watch._current = None  # what an answer that found the watch's module could do
+        return torch.log_softmax(x, dim)
+    w = watch.CallWatch(LOG_SOFTMAX, strict=True)
+    values.call_once(answer, [torch.randn(3, 4)], {}, 0, around=w)
+    assert w.found or w.tampered, "the ready-made op ran unseen"
+
+
+# ---------------------------------------------------------------- nothing the answer names reaches the feedback
+
+
+def test_a_renamed_course_function_is_not_named_in_the_feedback():
+    ready = operator.attrgetter("functional.log_" + "softmax")(lmbook)
+    renamed = types.FunctionType(ready.__code__, ready.__globals__, "LEAK_0_25")
+    renamed.__qualname__ = "LEAK_0_25"  # a hidden value, written where a message might echo it
+    message = _grade(lambda x, dim=-1: renamed(x, dim))
+    assert "not graded" in message and "LEAK" not in message, message
+
+
+def test_a_module_name_the_notebook_sets_is_not_named_in_the_feedback():
+    # `global __name__; __name__ = "lmbook.tasks." + secret` in a notebook: its functions then seem the course's
+    own = types.FunctionType(own_log_softmax.__code__, {**own_log_softmax.__globals__,
+                                                        "__name__": "lmbook.tasks.LEAK_0_25"}, "helper")
+    message = _grade(lambda x, dim=-1: own(x, dim))
+    assert message is not None and "LEAK" not in message, message
+
+
+def test_torchs_op_renamed_is_named_by_the_tasks_words():
+    f = torch.nn.functional.log_softmax
+
+    def answer(x, dim=-1):
+        f.__name__ = "log_softmax_LEAK_0_25"
+        return f(x, dim)
+    try:
+        message = _grade(answer)
+    finally:
+        f.__name__ = "log_softmax"
+    assert "not graded" in message and "LEAK" not in message, message

@@ -11,7 +11,8 @@ folders or of flat files named ``<student>_<anything>.ipynb``. The LMS is recogn
 gets ``grades.csv`` (one row per student, one column per task), the LMS's own import file
 (``grades-canvas.csv``, ``grades-moodle.csv`` or ``grades-blackboard.csv``), ``report.md`` (the class at a
 glance, then what failed for each student, in the checks' words), ``class.html`` and ``class/*.png`` (the
-class at a glance and a table of every student, for a browser or slides), ``suspicious.md``,
+class at a glance and a table of every student, for a browser or slides), ``suspicious.md`` (the notebooks
+flagged for review, and the pairs of students whose answers are alike: listed only, no grade changes),
 ``feedback/<student>.html`` (no hidden test code; maths typeset offline), and the nbgrader course
 (``course/``: its SQLite gradebook and autograded copies).
 
@@ -50,7 +51,7 @@ from pathlib import Path
 
 import nbformat
 
-from .grading import classreport, interrupt, late, lms, manual, mathjax, reports
+from .grading import classreport, copies, interrupt, late, lms, manual, mathjax, reports
 from .grading.archive import DEFAULT_ZIP_LIMITS, MB, GiB, ZipLimits
 from .grading.late import LatePolicy
 from .grading.student import Student
@@ -58,8 +59,10 @@ from .grading.submissions import (
     MAX_NOTEBOOK_BYTES,
     class_folder,
     find_class,
+    is_stub,
     read_submission,
     resolve_assignments,
+    stub_answers,
 )
 
 HERE = Path(__file__).resolve()
@@ -192,7 +195,8 @@ def _phase1(job: tuple) -> dict:
     except Exception as e:  # noqa: BLE001 - one student's odd notebook never stops the class
         return {"sid": sid, "error": f"{type(e).__name__}: {e}"}
     return {"sid": sid, "notes": nb.metadata.get("lmbook", {}).get("hygiene", []), "tampering": graded.flagged,
-            "forbidden": graded.forbidden, "problem": graded.problem, "cached": cached, "key": _submission_key(nb)}
+            "forbidden": graded.forbidden, "problem": graded.problem, "cached": cached, "key": _submission_key(nb),
+            "cache_key": key}
 
 
 def _submission_key(nb) -> str:
@@ -299,6 +303,8 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
 
     # Phase 1, in parallel: sandboxed runs and verdicts, cached in the course folder.
     by_sid = {st.sid: st for st in students}
+    cached_before = {p.stem for p in (course / "lmbook_cache").glob("*.json")}  # what "an earlier run" left
+    cache_keys: dict[str, str] = {}
     jobs = [(st.sid, str(st.notebook), assignment, stem, db_url, str(course / "lmbook_cache"), use_sandbox, timeout,
              reference_seconds) for st in students if st.notebook is not None]
     for res in _run_phase1(jobs, workers, progress):
@@ -311,6 +317,7 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
         st.notes += res["notes"]
         st.suspicious, st.forbidden = res["tampering"], res["forbidden"]
         st.cached, st.key = res["cached"], res.get("key", "")
+        cache_keys[st.sid] = res.get("cache_key", "")
         if res["problem"]:
             st.status = f"graded what ran: {res['problem']}"
 
@@ -361,17 +368,20 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
             if task in st.tasks:
                 st.messages.setdefault(task, f"{task}: no credit: the answer {st.forbidden[task]}")
     late.apply(students, late_policy, due, sum(tasks_max.values()))
+    release = course / "release" / assignment / nb_name
+    alike = copies.find_alike_in({st.sid: st.notebook for st in students if st.notebook is not None}, release)
     summary = classreport.summarize(assignment, students, tasks_max, late_policy=late_policy,
                                     lms=found.lms, download_notes=found.notes, manual_tasks=[
-                                        t for t, k in kinds.items() if k == "markdown"])
+                                        t for t, k in kinds.items() if k == "markdown"], alike=alike)
     left_out = _write_lms_file(found.lms, students, assignment, sum(tasks_max.values()), lms_column, out)
     summary.left_out = left_out
     reports.write_grades(students, tasks_max, out / "grades.csv")
     reports.write_report(students, tasks_max, summary, out / "report.md")
-    reports.write_suspicious(students, out / "suspicious.md")
+    reports.write_suspicious(students, out / "suspicious.md", alike)
     classreport.write_class_page(summary, out)
     reports.write_summary(students, out, time.perf_counter() - started, phases, lms=found.lms, left_out=left_out,
-                          download_notes=found.notes, course=course)
+                          download_notes=found.notes, course=course,
+                          reused_why=reuse_note(students, cache_keys, cached_before, alike, stub_answers(release)))
     return students
 
 
@@ -524,11 +534,48 @@ def grade_several(submissions: Path, out: Path, assignments: list[str], config_d
     return graded, failed
 
 
+def reuse_note(students: list[Student], cache_keys: dict[str, str], cached_before: set[str],
+               alike: list[copies.Pair], stub: dict[str, str]) -> str:
+    """Which results were reused and why, in one line's words: a result is reused whenever a notebook's code is
+    the same, cell for cell, as one already graded, from an earlier run or from another student in this one.
+
+    ``cache_keys``: each student's results key; ``cached_before``: the keys the cache held before this run;
+    ``alike``: the pairs in suspicious.md; ``stub``: the released exercise's answer cells.
+    """
+    reused = [st for st in students if st.cached]
+    earlier = sum(cache_keys.get(st.sid) in cached_before for st in reused)
+    now = len(reused) - earlier
+    this_run = "from notebooks with the same code graded earlier in this run"
+    head = (f"{len(reused)} results reused from an earlier run" if not now else
+            f"{len(reused)} results reused {this_run}" if not earlier else
+            f"{len(reused)} results reused: {earlier} from an earlier run, {now} {this_run}")
+    groups: dict[str, list[Student]] = {}
+    for st in students:
+        if cache_keys.get(st.sid) and st.notebook is not None:
+            groups.setdefault(cache_keys[st.sid], []).append(st)
+    same = [g for g in groups.values() if len(g) > 1 and any(st.cached for st in g)]  # what explains a reuse
+    if not reused or not same:
+        return head
+    listed = {frozenset((p.a, p.b)) for p in alike}
+    words = []
+    for group in same[:3]:
+        sids = [st.sid for st in group]
+        if all(is_stub(st.notebook, stub) for st in group):
+            why = "the exercise as released, unanswered"
+        elif any(frozenset((a, b)) in listed for i, a in enumerate(sids) for b in sids[i + 1:]):
+            why = "see suspicious.md"
+        else:
+            why = "too little code of their own to list as alike"
+        words.append(f"{', '.join(sids[:-1])} and {sids[-1]} ({why})")
+    more = f"; {len(same) - 3} more groups" if len(same) > 3 else ""
+    return f"{head}; identical code: {'; '.join(words)}{more}"
+
+
 def _say(out: Path, students: list[Student], label: str = "") -> None:
     s = json.loads((out / "summary.json").read_text())
     print(f"\n{label}{s['submissions']} submissions in {s['seconds']:.0f} s: {s['graded']} graded, "
           f"{s['graded_partly']} graded up to where they stopped, {s['failed_to_run']} could not be run, "
-          f"{s['flagged']} flagged for review ({s['reused']} results reused from an earlier run).")
+          f"{s['flagged']} flagged for review ({s.get('reused_why') or str(s['reused']) + ' results reused'}).")
     for note in s.get("download", []):
         print(f"  {note}")
     if s.get("pending"):

@@ -5,6 +5,7 @@ which the notebook's locked set-up cell names (``from lmbook.tasks.ch02 import c
 
 - :mod:`.checks`: a task's check as data (cases, reference, comparison, named mistakes), and running it
 - :mod:`.static`: reads student code for tampering and for the ready-made answer
+- :mod:`.rules`: the rule every exercise notebook states (the magics :mod:`.static` allows, what is flagged)
 - :mod:`.runner`: the only grading code next to student code, inside the sandbox; decides nothing
 - :mod:`.sandbox`: bubblewrap and limits around the runner
 - :mod:`.judge`: plans a notebook's run, then decides every test cell outside the sandbox

@@ -233,7 +233,7 @@ def _refused_in_this_notebook(check: Check, answer) -> str | None:
             "kernel and run the notebook again.")
     names = [k for k, v in shell.user_ns.items() if v is answer and not k.startswith("_")]
     name = getattr(answer, "__name__", "") if getattr(answer, "__name__", "") in names else (names or [""])[0]
-    reason = static.find_forbidden_use(cells, name, check) if name else None
+    reason = static.find_forbidden_use(cells, name, check, setup=static.setup_cells(cells)) if name else None
     return forbidden_message(check, reason) if reason else None
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .copies import EXPLANATION, Pair
 from .student import Student
 from .verdict import CAUSE_SEPARATOR, LIKELY_CAUSE, SEVERAL_CAUSES
 
@@ -68,11 +69,12 @@ class ClassSummary:
     students: list[Student] = field(default_factory=list)  # the class, for the page's table of every student
     tasks_max: dict[str, float] = field(default_factory=dict)
     left_out: list[str] = field(default_factory=list)  # students not in the LMS's import file, and why
+    alike: list[Pair] = field(default_factory=list)  # students whose answers are alike (copies.py): listed only
 
 
 def summarize(assignment: str, students: Sequence[Student], tasks_max: dict[str, float], *,
               late_policy: object = None, lms: str | None = None, download_notes: Sequence[str] = (),
-              manual_tasks: Sequence[str] = ()) -> ClassSummary:
+              manual_tasks: Sequence[str] = (), alike: Sequence[Pair] = ()) -> ClassSummary:
     ran = [st for st in students if st.status.startswith("graded")]
     tasks = {}
     for task, maxp in tasks_max.items():
@@ -109,7 +111,8 @@ def summarize(assignment: str, students: Sequence[Student], tasks_max: dict[str,
         [(st.sid, t, p) for st in students for t, p in st.manual.items()],
         [(st.sid, w) for st in students for w in st.warnings],
         [(st.sid, st.penalty_why or "late (no late penalty set)") for st in students if st.late],
-        str(late_policy) if late_policy else "", lms, list(download_notes), list(students), dict(tasks_max))
+        str(late_policy) if late_policy else "", lms, list(download_notes), list(students), dict(tasks_max),
+        alike=list(alike))
 
 
 def _pct(n: int, total: int) -> str:
@@ -422,7 +425,8 @@ def write_class_page(s: ClassSummary, out: Path) -> Path:
         f"<h1>Class report: {html.escape(s.assignment)}</h1>", *lead, f"<div class=cards>{cards}</div>", warnings,
         '<p class=lead>Jump to: <a href="#students-section">every student</a> · <a href="#mistakes-section">'
         'common mistakes</a> · <a href="#pending-section">to grade by hand</a> · <a href="#manual-section">scores set '
-        'by hand</a> · <a href="#review-section">to review</a> · <a href="#not-run-section">could not be run</a></p>',
+        'by hand</a> · <a href="#review-section">to review</a> · <a href="#alike-section">answers alike</a> · '
+        '<a href="#not-run-section">could not be run</a></p>',
         "<h2>Grade distribution</h2>", _img(pngs["grades.png"], "histogram of total points"),
         "<details><summary>The numbers</summary>",
         _table(["points", "students"], [(_bin_label(s, lo, hi), n) for lo, hi, n in _score_bins(s)], (1,), "grades"),
@@ -456,6 +460,9 @@ def write_class_page(s: ClassSummary, out: Path) -> Path:
         "<h2 id=review-section>To review</h2>",
         '<p class="lead">Flagged for tampering, or using a ready-made answer; the evidence is in suspicious.md.</p>',
         _table(["student", "why"], s.flagged, (), "flagged"),
+        "<h2 id=alike-section>Answers alike across students</h2>", f'<p class="lead">{html.escape(EXPLANATION)}</p>',
+        _table(["students", "similarity", "tasks alike"], [(p.a + ", " + p.b, p.how_alike(), p.describe())
+                                                           for p in s.alike], (), "alike"),
         "<h2 id=not-run-section>Could not be run</h2>", _table(["student", "why"], s.not_run, (), "not-run"),
         "<h2>Stopped part way</h2>", '<p class="lead">Graded up to where the notebook stopped.</p>',
         _table(["student", "where it stopped"], s.partly_run, (), "partly-run"),

@@ -324,7 +324,14 @@ def _judge_train(call: Call, check: Check, result: dict, arrays, seconds: float 
             isinstance(logits, torch.Tensor) and logits.dim() == 2 and logits.shape[0] == len(targets)
             and logits.shape[1] > int(targets.max())):
         return False, f"{task}: your model's output on the hidden contexts is not (B, V) logits, one row per context"
-    return check.judge_model(ev, logits, window, seconds)
+    passed, message = check.judge_model(ev, logits, window, seconds)
+    if call.hidden:
+        # The model chose its logits on the hidden text: a perplexity to three decimals, or a diagnosis drawn
+        # from it, would carry that text out. The visible test gives the figures, on text the student has.
+        return passed, (f"✓ {task}: your model meets the target on fresh held-out text" if passed else
+                        f"{task}: your model does not pass on fresh held-out text; the visible test above gives "
+                        "its perplexity on held-out text, its training time, and what to change")
+    return passed, message
 
 
 REVIEW_MARGIN = 0.01  # a trained model within 1% of the best possible perplexity is too good to be believed
@@ -479,8 +486,11 @@ def grade_notebook(nb, *, use_sandbox: bool = True, limits: sandbox.Limits | Non
     findings = static.find_tampering(cells)
     graded.tampering = [str(f) for f in findings]
     tests = [(i, call) for i, c in enumerate(nb.cells) if is_test_cell(c) for call in parse_test_cell(c.source)]
+    # the assignment's locked set-up (its text restored from the gradebook): the data it binds is every student's
+    setup = {i for i, c in enumerate(nb.cells) if c.cell_type == "code" and not is_test_cell(c)
+             and c.metadata.get("nbgrader", {}).get("locked")}
     for i, call in tests:
-        reason = static.find_forbidden_use(cells, call.fn, registry.checks[call.task], before=i)
+        reason = static.find_forbidden_use(cells, call.fn, registry.checks[call.task], before=i, setup=setup)
         if reason:
             graded.forbidden.setdefault(call.task, reason)
     if findings:  # not run at all: every task of a tampering notebook gets no credit

@@ -64,6 +64,35 @@ def _restore(cell, src: dict) -> None:
         cell.source = src["source"]
 
 
+def _kept_copies(nb, known: dict) -> dict[str, int]:
+    """For each grade_id of the assignment, the cell that keeps it: where a student copied a cell (a test cell
+    pasted above its answer, to run it early, or below), the copy in the original's place.
+
+    That is the one whose position agrees best with the assignment's order of the cells whose grade_id appears
+    once (fewest of them on the wrong side of it); of copies alike, the first."""
+    cells: dict[str, list[int]] = {}
+    for i, cell in enumerate(nb.cells):
+        meta = cell.get("metadata")
+        meta = meta.get("nbgrader") if isinstance(meta, dict) else None
+        gid = meta.get("grade_id") if isinstance(meta, dict) else None
+        if isinstance(gid, str) and gid in known:
+            cells.setdefault(gid, []).append(i)
+    rank = {name: k for k, name in enumerate(known)}
+    single = [(at[0], rank[gid]) for gid, at in cells.items() if len(at) == 1]
+
+    def misplaced(gid: str, i: int) -> int:
+        return sum((r < rank[gid]) != (j < i) for j, r in single)
+
+    return {gid: min(at, key=lambda i: (misplaced(gid, i), i)) for gid, at in cells.items()}
+
+
+def _own_metadata(nb) -> dict:
+    """The notebook's ``lmbook`` metadata, where the grader writes what it did: a dictionary, whatever was there."""
+    if not isinstance(nb.metadata.get("lmbook"), dict):
+        nb.metadata["lmbook"] = nbformat.NotebookNode()
+    return nb.metadata["lmbook"]
+
+
 class Hygiene(Preprocessor):
     """Keep only what a student may change; note everything else that was ignored or restored."""
 
@@ -73,7 +102,17 @@ class Hygiene(Preprocessor):
         notes: list[str] = []
         source = _source_cells(resources)
         known = {c["name"]: c for c in source}
-        seen: set[str] = set()
+        # The grader's own metadata (what it did, what it flagged) is written afresh below: a student's is ignored,
+        # and noted where it could not have been the grader's (a list, a string, a number...).
+        own = nb.metadata.pop("lmbook", None)
+        if own is not None and not isinstance(own, dict):
+            notes.append(f"malformed lmbook metadata of the notebook (a {type(own).__name__}) was ignored")
+        elif own:
+            odd = [k for k, v in own.items() if not (isinstance(v, list) and all(isinstance(x, str) for x in v))]
+            if odd:
+                notes.append(f"malformed lmbook metadata of the notebook ({', '.join(map(repr, odd[:6]))}: not a "
+                             "list of lines) was ignored")
+        kept = _kept_copies(nb, known)
         for i, cell in enumerate(nb.cells):
             if not isinstance(cell.get("metadata"), dict):
                 notes.append(f"cell {i}: malformed cell metadata was ignored")
@@ -93,11 +132,11 @@ class Hygiene(Preprocessor):
                 notes.append(f"cell {i}: nbgrader metadata for {gid[:80]!r}, which is not part of the assignment, "
                              "was ignored")
                 del cell.metadata["nbgrader"]
-            elif gid in seen:
-                notes.append(f"cell {i}: a second copy of the cell {gid!r} was graded as an ordinary cell")
+            elif kept[gid] != i:
+                notes.append(f"cell {i}: a second copy of the cell {gid!r} was graded as an ordinary cell "
+                             f"(the one in the assignment's place, cell {kept[gid]}, keeps its role)")
                 del cell.metadata["nbgrader"]
             else:
-                seen.add(gid)
                 role = ("grade", "solution", "locked", "points")
                 if any(meta.get(k) != known[gid]["metadata"].get(k) for k in role):
                     notes.append(f"cell {i}: the nbgrader settings of {gid!r} were changed; restored them")
@@ -117,7 +156,7 @@ class Hygiene(Preprocessor):
             positions = {g: (p + 1 if p >= at else p) for g, p in positions.items()}
             positions[src["name"]] = at
             notes.append(f"the cell {src['name']!r} was missing and was restored from the assignment")
-        nb.metadata.setdefault("lmbook", {})["hygiene"] = notes
+        _own_metadata(nb)["hygiene"] = notes
         for note in notes:
             self.log.warning("%s: %s", resources["nbgrader"].get("student", "?"), note)
         return nb, resources
@@ -213,7 +252,7 @@ class SandboxedExecute(Preprocessor):
             store(cache, key, graded, nb)
         apply(nb, graded, self.partial_credit)
         # The one flagging rule, as lmbook-grade applies it: tampering (no credit) and evidence for review.
-        nb.metadata.setdefault("lmbook", {})["flagged"] = graded.flagged
+        _own_metadata(nb)["flagged"] = graded.flagged
         student = resources.get("nbgrader", {}).get("student", "?")
         for line in graded.flagged:
             self.log.warning("%s: flagged: %s", student, line)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from .classreport import ClassSummary, summary_markdown
+from .copies import EXPLANATION, Pair
 from .student import Student
 
 __all__ = ["Student", "write_grades", "write_report", "write_summary", "write_suspicious", "write_term_grades"]
@@ -93,7 +95,9 @@ def write_report(students: list[Student], tasks_max: dict[str, float], summary: 
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
-def write_suspicious(students: list[Student], path: Path) -> None:
+def write_suspicious(students: list[Student], path: Path, alike: Sequence[Pair] = ()) -> None:
+    """The flagged submissions, each with its evidence; then the pairs of students whose answers are alike
+    (listed only: a pair is no flag, and no grade depends on it)."""
     flagged = [st for st in students if st.suspicious or st.forbidden]
     lines = ["# Submissions to review", "",
              "Notebooks whose code reaches for the grader's machinery (tampering) get no credit for any task; "
@@ -108,18 +112,24 @@ def write_suspicious(students: list[Student], path: Path) -> None:
         lines += [f"- {e}" if e.startswith("for review") else f"- tampering: {e}" for e in st.suspicious]
         lines += [f"- {task}: the answer {why}" for task, why in st.forbidden.items()]
         lines.append("")
+    if flagged:
+        lines.pop()
+    lines += ["", "## Answers alike across students", "", EXPLANATION, ""]
+    lines += [f"- {p.a} and {p.b}: {p.how_alike()}; tasks alike: {p.describe()}" for p in alike] or ["None."]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def write_summary(students: list[Student], out: Path, seconds: float, phases: dict[str, float],
                   lms: str | None = None, left_out: list[str] | None = None,
-                  download_notes: list[str] | None = None, course: Path | None = None) -> None:
+                  download_notes: list[str] | None = None, course: Path | None = None, reused_why: str = "") -> None:
+    """``summary.json``: the counts the command's last lines say. ``reused_why``: the results reused, and why."""
     ok = [st for st in students if st.status == "graded"]
     partial = [st for st in students if st.status.startswith("graded what ran")]
     failed = [st for st in students if not st.status.startswith("graded")]
     flagged = [st for st in students if st.suspicious]
     summary = {"submissions": len(students), "graded": len(ok), "graded_partly": len(partial),
                "failed_to_run": len(failed), "flagged": len(flagged), "reused": sum(st.cached for st in students),
+               "reused_why": reused_why,
                "pending": sum(bool(st.pending) for st in students), "late": sum(st.late for st in students),
                "manual_warnings": sum(bool(st.warnings) for st in students), "lms": lms,
                "lms_rows": len(students) - len(left_out or []) if lms else 0, "left_out": left_out or [],

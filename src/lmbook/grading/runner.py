@@ -350,6 +350,11 @@ def run_probe(ns: dict, probe: dict, arrays: dict, out: dict, checks) -> dict:
 # ----------------------------------------------------------------------------- what the student's code changed
 
 
+# torch.compile adds these to the globals of every module whose frames it compiles, the watch's hooks
+# included: names added beside the grader's functions, which change none of them.
+_COMPILER_GLOBALS = ("__compiled_fn_", "__resume_at_", "__transformed_code_", "___")
+
+
 def _fingerprint(checks) -> tuple:
     """The runner's own code and the task registry as they are now (identities, not values)."""
     from lmbook.grading import readymade, values, watch
@@ -357,6 +362,8 @@ def _fingerprint(checks) -> tuple:
     parts = []
     for module in (sys.modules[__name__], watch, values, readymade, sys.modules["lmbook.grading.checks"]):
         for name, obj in sorted(vars(module).items()):
+            if name.startswith(_COMPILER_GLOBALS):
+                continue
             if isinstance(obj, types.FunctionType | type):
                 parts.append((module.__name__, name, id(obj), id(getattr(obj, "__code__", None))))
             if isinstance(obj, type) and obj.__module__ == module.__name__:  # the grader's own classes' methods

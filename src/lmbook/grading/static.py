@@ -26,10 +26,11 @@ import ast
 import functools
 import re
 import symtable
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from .checks import Check
+from .reach import raw_reach
 from .readymade import is_torch_name, torch_match
 
 
@@ -65,10 +66,21 @@ SUSPECT_MODULES = {
     "sys": None,  # sys itself is fine; its hooks are not (below)
     "IPython": None, "lmbook": None, "torch": None, "numpy": None,
 }
-SUSPECT_SYS = {"modules", "meta_path", "path_hooks", "path", "settrace", "setprofile", "displayhook",
-               "excepthook", "_getframe", "_current_frames", "addaudithook", "setrecursionlimit", "exit",
+SUSPECT_SYS = {"getprofile", "gettrace", "modules", "meta_path", "path_hooks", "path", "settrace", "setprofile",
+               "displayhook", "excepthook", "_getframe", "_current_frames", "addaudithook", "setrecursionlimit", "exit",
                "argv", "orig_argv", "stdin", "__stdin__", "setswitchinterval", "monitoring", "audit",
                "_clear_type_cache", "set_asyncgen_hooks", "unraisablehook", "breakpointhook"}
+# A library's own layer over starting processes (``torch.multiprocessing``): other processes, like the original
+PROCESS_PACKAGES = {"multiprocessing", "subprocess"}
+# timeit's functions whose ``stmt`` and ``setup`` may be code in a string (compiled and run unread); a callable
+# (a lambda, a function) is what honest timing passes
+TIMEIT_CODE = {"timeit", "repeat", "Timer", "autorange"}
+# Functions that turn a string into an object anywhere in the program (the import system's own lookup)
+NAME_RESOLVERS = {"pkgutil.resolve_name", "pydoc.locate", "pydoc.resolve", "importlib.import_module",
+                  "operator.attrgetter.__call__"}
+# Built-ins that reach names or run code given at run time: handed to other code (``functools.reduce(getattr,
+# ...)``, ``map(eval, ...)``), what they are given is not in the notebook's text
+HANDED_OVER = {"getattr", "setattr", "delattr", "vars", "eval", "exec", "compile", "__import__", "globals"}
 # Reading and writing files through numpy and torch: how a notebook would reach the grader's inputs.
 FILE_FUNCTIONS = {"load", "save", "savez", "savez_compressed", "fromfile", "tofile", "loadtxt", "savetxt",
                   "genfromtxt", "memmap", "from_file", "ctypeslib"}
@@ -347,6 +359,13 @@ def _sys_path_tweak(node: ast.AST, parents: dict[int, ast.AST], imports: dict[st
         and all(_static_value(a, imports) for a in call.args)
 
 
+def _code_string_given(node: ast.Call) -> bool:
+    """Whether a timeit call is given code that is not a callable: a string, or anything computed (a name may
+    hold a string); a lambda or a function's name is a callable."""
+    given = [*node.args[:2], *(k.value for k in node.keywords if k.arg in ("stmt", "setup"))]
+    return any(not isinstance(g, ast.Lambda | ast.Name | ast.Attribute) for g in given)
+
+
 def _file_name(text: str) -> bool:
     """A string that names the grader's files or /proc (a path: no spaces), not a sentence about them."""
     return "lmbook-grade" in text or (not any(c.isspace() for c in text) and (
@@ -363,6 +382,12 @@ def find_tampering(cells: Iterable[tuple[int, str]]) -> list[Finding]:
     imports: dict[str, str] = {}
     for _, tree, _ in parsed:
         imports.update(_imports(tree))
+    # a library module under another name (``F = torch.nn.functional``): what is refused on it by its import
+    # name is refused on the alias too (setattr, replacing its functions)
+    aliases = {t.id: ".".join([imports[path[0]], *path[1:]])
+               for _, tree, _ in parsed for node in ast.walk(tree)
+               if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(t := node.targets[0], ast.Name)
+               and (path := _dotted(node.value)) and path[0] in imports and t.id not in imports}
     findings: list[Finding] = []
     # os beyond os.path (listdir, system, environ...), anywhere in the notebook, makes its import suspect too
     parents = {index: _parents(tree) for index, tree, _ in parsed}
@@ -394,6 +419,10 @@ def find_tampering(cells: Iterable[tuple[int, str]]) -> list[Finding]:
                             flag(node, f"imports `{name}`, which reaches {SUSPECT_MODULES['os']}")
                     elif SUSPECT_MODULES.get(top):
                         flag(node, f"imports `{name}`, which reaches {SUSPECT_MODULES[top]}")
+                    elif PROCESS_PACKAGES & set(name.split(".")[1:]):
+                        flag(node, f"imports `{name}`, which reaches other processes")
+                    elif top not in SUSPECT_MODULES and raw_reach(top):
+                        flag(node, f"imports `{name}`, which reaches {raw_reach(top)}")
                     elif name.startswith(("lmbook.grading", "lmbook.tasks", "IPython.core")) and not (
                             isinstance(node, ast.ImportFrom) and [a.name for a in node.names] == ["check"]):
                         flag(node, f"imports the grader's internals (`{name}`)")
@@ -410,9 +439,15 @@ def find_tampering(cells: Iterable[tuple[int, str]]) -> list[Finding]:
                     flag(node, f"calls `{fn.id}`, which {SUSPECT_CALLS[fn.id]}")
                 elif isinstance(fn, ast.Name) and fn.id in ("getattr", "setattr", "delattr", "vars"):
                     target = _dotted(node.args[0]) if node.args else None
-                    if not node.args or (target and target[0] in imports):
+                    if not node.args or (target and (target[0] in imports or (
+                            target[0] in aliases and fn.id != "getattr"))):
                         flag(node, f"`{fn.id}` on a library module reaches it by a name the grader cannot see"
                              if node.args else "`vars()` reaches the notebook's namespace as a dict")
+                elif full.split(".")[0] == "timeit" and full.split(".")[-1] in TIMEIT_CODE and _code_string_given(node):
+                    flag(node, f"`{full}` runs code given as a string, which the grader cannot read")
+                elif full in NAME_RESOLVERS:
+                    flag(node, f"`{full}` reaches an object by a name computed at run time, which the grader "
+                               "cannot see")
                 elif full in ("operator.attrgetter", "operator.methodcaller") and not (
                         node.args and isinstance(node.args[0], ast.Constant)):
                     flag(node, f"`{full}` reaches an attribute by a name computed at run time, which the grader "
@@ -427,6 +462,11 @@ def find_tampering(cells: Iterable[tuple[int, str]]) -> list[Finding]:
                 flag(node, "uses IPython's shell object (`get_ipython()`), which can change how later cells run")
             elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__", "__spec__"):
                 flag(node, f"reaches `{node.id}`")
+            elif isinstance(node, ast.Name) and node.id in HANDED_OVER and node.id not in imports \
+                    and isinstance(node.ctx, ast.Load) and not (
+                        isinstance(up.get(id(node)), ast.Call) and up[id(node)].func is node):
+                flag(node, f"hands `{node.id}` to other code, which then reaches names or code the grader "
+                           "cannot see")
             elif isinstance(node, ast.Name) and imports.get(node.id) in ("os", "os.path") \
                     and not _os_use_allowed(node, imports[node.id], up):
                 flag(node, f"reaches `{imports[node.id]}` beyond its path functions: {SUSPECT_MODULES['os']}")
@@ -445,6 +485,12 @@ def find_tampering(cells: Iterable[tuple[int, str]]) -> list[Finding]:
                 if path and len(path) == 2 and root[0] == "sys" \
                         and path[1] in SUSPECT_SYS and not (path[1] == "path" and _sys_path_tweak(node, up, imports)):
                     flag(node, f"reaches `sys.{path[1]}`, part of the interpreter the grader relies on")
+                elif full.startswith(("lmbook.grading", "lmbook.tasks.")) and not isinstance(
+                        up.get(id(node)), ast.Attribute) and path[-1] != "check":
+                    flag(node, f"reaches `{full}`, the grader's internals")
+                elif full.startswith("torch.library") and not isinstance(up.get(id(node)), ast.Attribute):
+                    flag(node, f"uses `{full}`, which registers operators with torch's dispatcher, the grader's "
+                               "watch over the answer relies on it")
                 elif path and len(path) > 1 and root[0] in ("numpy", "torch") and path[-1] in FILE_FUNCTIONS:
                     flag(node, f"`{'.'.join(path)}` reads or writes files, or raw memory")
                 elif node.attr in INTERNALS:
@@ -463,8 +509,9 @@ def find_tampering(cells: Iterable[tuple[int, str]]) -> list[Finding]:
                 for t in targets:
                     for sub in (t.elts if isinstance(t, ast.Tuple | ast.List) else [t]):
                         path = _dotted(sub) if isinstance(sub, ast.Attribute) else None
-                        if path and path[0] in imports and path[-1] not in ALLOWED_SETTINGS:
-                            flag(node, f"replaces `{imports[path[0]]}{'.' + '.'.join(path[1:])}` "
+                        module = imports.get(path[0]) or aliases.get(path[0]) if path else None
+                        if module and path[-1] not in ALLOWED_SETTINGS:
+                            flag(node, f"replaces `{module}{'.' + '.'.join(path[1:])}` "
                                        "in a library module (monkeypatching)")
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 if node.name in ("__eq__", "__ne__", "__bool__", "__float__"):
@@ -559,11 +606,17 @@ def _is_forbidden(path: str, check: Check, full: set[str], short: set[str]) -> b
     return top in ("lmbook", "torch") and (last in short or (top == "torch" and torch_match(last, short) is not None))
 
 
-def _root_binding(name: str, bindings: dict[str, _Binding]) -> str | None:
-    """The library path a global's value comes from (``corpus = load_corpus()`` -> lmbook.corpus.load_corpus)."""
+SETUP_DATA = "the set-up's data"  # the root of a name the set-up cell binds to a value: data, not code
+
+
+def _root_binding(name: str, bindings: dict[str, _Binding], setup: Collection[int] = ()) -> str | None:
+    """The library path a global's value comes from (``corpus = load_corpus()`` -> lmbook.corpus.load_corpus);
+    for a value the set-up cell made, :data:`SETUP_DATA`."""
     b = bindings.get(name)
     if b is None:
         return None
+    if b.kind == "value" and b.cell in setup:
+        return SETUP_DATA
     if b.kind == "import":
         return str(b.payload)
     if b.kind == "value":
@@ -578,11 +631,20 @@ def _root_binding(name: str, bindings: dict[str, _Binding]) -> str | None:
     return None
 
 
+def setup_cells(cells: Iterable[tuple[int, str]]) -> set[int]:
+    """The cells that look like an exercise's set-up: they import its ``check`` from ``lmbook.tasks`` (in
+    Jupyter, where cells carry no metadata; the grader knows them as the assignment's locked cells)."""
+    return {i for i, source in cells if re.search(r"^from lmbook\.tasks\.\w+ import check\b", source, re.MULTILINE)}
+
+
 def find_forbidden_use(cells: Iterable[tuple[int, str]], fn_name: str, check: Check,
-                       before: int | None = None) -> str | None:
+                       before: int | None = None, setup: Collection[int] = ()) -> str | None:
     """Name what the answer ``fn_name`` uses of the task's ready-made answer, following its helpers.
 
     ``before``: the cell of the test (the names in force there are those bound in the cells before it).
+    ``setup``: the cells of the exercise's own set-up: the values they bind (``corpus = load_corpus()``) are
+    data the exercise hands every student, so reading one is not using the function that made it; a forbidden
+    attribute read from it still is (``corpus.hmm``, the true model).
     Attribute names (``.log_softmax``) count on what comes from a library (``torch.log_softmax``,
     ``corpus.hmm``), not on the student's own objects (``self.fit``, a tensor's ``x.logsumexp()``: what those
     call is seen while the answer runs)."""
@@ -597,7 +659,8 @@ def find_forbidden_use(cells: Iterable[tuple[int, str]], fn_name: str, check: Ch
     todo = [fn_name]
     while todo:
         name = todo.pop()
-        if name in seen or name not in bindings or bindings[name].kind == "import":
+        if name in seen or name not in bindings or bindings[name].kind == "import" or (
+                bindings[name].kind == "value" and bindings[name].cell in setup):
             continue
         seen.add(name)
         b = bindings[name]
@@ -607,14 +670,14 @@ def find_forbidden_use(cells: Iterable[tuple[int, str]], fn_name: str, check: Ch
                 path = _dotted(sub)
                 if not path or path[0] not in reads:
                     continue  # rooted in a local, a parameter or an expression: the run-time watch sees it
-                library = _root_binding(path[0], bindings)
+                library = _root_binding(path[0], bindings, setup)
                 if library is None:
                     continue
                 chain = [*library.split("."), *path[1:]]
                 for attr in path[1:]:
                     if attr in short or (chain[0] == "torch" and torch_match(attr, torch_short)):
                         return f"calls `.{attr}`, a ready-made implementation of what this task asks you to write"
-                if _is_forbidden(".".join(chain), check, full, short):
+                if library != SETUP_DATA and _is_forbidden(".".join(chain), check, full, short):
                     return f"uses `{'.'.join(chain)}`, the ready-made answer"
             elif isinstance(sub, ast.Name) and sub.id in reads and sub.id in bindings:
                 if bindings[sub.id].kind == "import":

@@ -129,11 +129,11 @@ def find_forbidden_use(answer, check: Check) -> str | None:
     answer = _unwrap(answer)
     attrs = tuple(check.forbidden_attrs)
     if _is_lmbook_or_banned(answer, check):
-        return f"`{getattr(answer, '__qualname__', answer)}` is the ready-made implementation, not yours"
+        return "is the ready-made implementation of this task (the course's own or the grader's), not yours"
     module = getattr(answer, "__module__", None) or ""
     name = getattr(answer, "__name__", None) or ""
     if (module.startswith("torch") or not module) and (name in attrs or torch_match(name, attrs)):
-        return f"is torch's own `{name}`, not yours"
+        return f"is torch's own `{name if name in attrs else torch_match(name, attrs)}`, not yours"
     seen: set[int] = set()
     todo = _functions_of(answer)
     while todo:
@@ -143,7 +143,7 @@ def find_forbidden_use(answer, check: Check) -> str | None:
         seen.add(id(fn.__code__))
         for obj in map(_unwrap, _captured(fn)):
             if _is_lmbook_or_banned(obj, check):
-                return f"holds `{getattr(obj, '__qualname__', obj)}`, the ready-made answer"
+                return "holds the ready-made implementation of this task (the course's own), not yours"
             if isinstance(obj, types.FunctionType | type) and getattr(obj, "__module__", "") == "__main__":
                 todo.extend(_functions_of(obj))
         for code in _code_objects(fn.__code__):
@@ -153,7 +153,8 @@ def find_forbidden_use(answer, check: Check) -> str | None:
                     if root is not None and (ins.argval in attrs or (
                             getattr(root, "__name__", "").startswith("torch") or isinstance(root, torch.Tensor))
                             and torch_match(ins.argval, attrs)):
-                        return (f"calls `.{ins.argval}`, a ready-made implementation of what this task asks you "
+                        named = ins.argval if ins.argval in attrs else torch_match(ins.argval, attrs)
+                        return (f"calls `.{named}`, a ready-made implementation of what this task asks you "
                                 "to write")
                     continue
                 root = None
@@ -162,12 +163,12 @@ def find_forbidden_use(answer, check: Check) -> str | None:
                     if obj is None:
                         continue
                     if _is_lmbook_or_banned(obj, check):
-                        return f"uses `{ins.argval}` ({getattr(obj, '__module__', '')}), the ready-made answer"
+                        return "uses the ready-made implementation of this task (the course's own), not yours"
                     if isinstance(obj, types.FunctionType | type) and getattr(obj, "__module__", "") == "__main__":
                         todo.extend(_functions_of(obj))  # a helper of the student's: look inside it too
                     if isinstance(obj, types.ModuleType) and _in_modules(
                             obj.__name__, (*GRADER_MODULES, *check.forbidden_modules)):
-                        return f"uses the module `{obj.__name__}`, which contains the ready-made answer"
+                        return "uses a module of the course's that contains the ready-made answer"
                     if _library_object(obj):
                         root = obj
     return None
@@ -291,6 +292,13 @@ def _code_key(code: types.CodeType) -> tuple:
     return code.co_code, code.co_names, tuple(c for c in code.co_consts if not isinstance(c, types.CodeType))
 
 
+def _defined_in(fn: types.FunctionType, cls: type) -> bool:
+    """Whether a class's method is written in the class's own file. A dataclass's ``__repr__`` is a wrapper
+    whose code is dataclasses' own, shared by every dataclass (torch.compile calls some): not the class's."""
+    module = sys.modules.get(getattr(cls, "__module__", ""), None)
+    return fn.__code__.co_filename == getattr(module, "__file__", None)
+
+
 _GRADER_CODE, _OTHER_CODE, _UNSEEN = object(), object(), object()  # kinds of code, for the profile hook's memo
 
 
@@ -318,7 +326,7 @@ class CallWatch:
         for f in check.forbidden:
             for fn in [v for v in vars(f).values() if isinstance(v, types.FunctionType)] if isinstance(f, type) \
                     else [_unwrap(f)]:
-                if isinstance(fn, types.FunctionType):
+                if isinstance(fn, types.FunctionType) and (not isinstance(f, type) or _defined_in(fn, f)):
                     name = getattr(f, "__qualname__", fn.__qualname__)
                     self._codes[fn.__code__] = name
                     if _substantial(fn.__code__):  # its clones too (not a generated or one-line method's lookalikes)
@@ -347,8 +355,7 @@ class CallWatch:
                 kind = self._kinds[code] = self._kind_of(code, frame)
             if kind is _GRADER_CODE:
                 if not _called_by_grader(frame.f_back):
-                    self.found = (f"called the grader's own `{frame.f_globals.get('__name__', '')}.{code.co_name}` "
-                                  "while it ran, which is not part of an answer")
+                    self.found = "called the grader's own code while it ran, which is not part of an answer"
             elif kind is not _OTHER_CODE:
                 self.found = kind
         elif event == "c_call":
@@ -357,20 +364,19 @@ class CallWatch:
             if hit is _UNSEEN:
                 hit = self._c_names[name] = torch_match(name, self._attrs)
             if self._objects.get(id(arg)) is arg:
-                self.found = f"called `{name}` while it ran, the ready-made answer"
+                self.found = "called the ready-made implementation of this task while it ran"
             elif hit and _from_torch(arg):
-                self.found = f"called torch's `{name}` while it ran, a ready-made implementation of this task"
+                self.found = f"called torch's `{hit}` while it ran, a ready-made implementation of this task"
 
     def _kind_of(self, code, frame):
         """What calling this code is: the ready-made answer (the message), the grader's own, or anything else."""
         if code in PLUMBING:
             return _OTHER_CODE
         module = str(frame.f_globals.get("__name__", ""))
-        known = self._codes.get(code) or self._codes.get(_code_key(code))
-        if known:
-            return f"called `{known}` while it ran, the ready-made answer"
+        if code in self._codes or _code_key(code) in self._codes:
+            return "called the ready-made implementation of this task (or a copy of its code) while it ran"
         if _in_modules(module, self._modules):
-            return f"called `{module}.{code.co_name}` while it ran, from a module that holds the ready-made answer"
+            return "called code of a module that holds the ready-made answer while it ran"
         if _in_modules(module, GRADER_MODULES) and code.co_name not in _DESCRIBING:
             return _GRADER_CODE
         return _OTHER_CODE
@@ -380,9 +386,10 @@ class CallWatch:
             return
         name = getattr(func, "__name__", "")
         if self._objects.get(id(func)) is func:
-            self.found = f"called `{name}` while it ran, the ready-made answer"
+            self.found = "called the ready-made implementation of this task while it ran"
         elif torch_match(name, self._attrs):
-            self.found = f"called torch's `{name}` while it ran, a ready-made implementation of this task"
+            self.found = (f"called torch's `{torch_match(name, self._attrs)}` while it ran, a ready-made "
+                          "implementation of this task")
 
     def _aten_call(self, func) -> None:
         if self.found is not None or not self._aten:
@@ -391,7 +398,8 @@ class CallWatch:
         if hit is None:
             hit = self._aten_seen[func] = getattr(getattr(func, "_schema", None), "name", "") in self._aten
         if hit:
-            self.found = (f"ran torch's `{func._schema.name.removeprefix('aten::')}` while it ran, a ready-made "
+            op = func._schema.name.removeprefix("aten::")
+            self.found = (f"ran torch's `{torch_match(op, self._attrs) or op}` while it ran, a ready-made "
                           "implementation of this task")
 
     # entering and leaving
@@ -418,6 +426,7 @@ class CallWatch:
                         and torch._C._get_function_stack_at(torch._C._len_torch_function_stack() - 1) is self._modes[0]
                         and any(m is self._modes[1] for m in _get_current_dispatch_mode_stack()))
         strangers = _strangers() if self.strict else []
+        in_force = _current is self
         sys.setprofile(self._before)
         _current = self._outer
         for mode in reversed(self._modes):
@@ -426,8 +435,16 @@ class CallWatch:
             except Exception:  # noqa: BLE001 - a mode the answer popped already: reported below
                 stack_ok = False
         if self.tampered is None:
-            if profile is not _profile_any:
+            # Python drops a profile hook that raises, and the hook raises what any call may raise at that
+            # depth: an answer that recursed too deep or ran out of memory, or a time limit's interrupt. Then
+            # the answer's exception is its result (the task fails with it), not tampering.
+            dropped_by_error = (profile is None and exc and exc[0] is not None
+                                and (issubclass(exc[0], (RecursionError, MemoryError))
+                                     or not issubclass(exc[0], Exception)))  # interrupts, time limits
+            if profile is not _profile_any and not dropped_by_error:
                 self.tampered = "switched off the grader's watch over the calls it makes (sys.setprofile)"
+            elif not in_force:
+                self.tampered = "switched off the grader's watch from inside it (the watch in force was replaced)"
             elif not stack_ok:
                 self.tampered = ("switched off the grader's watch over torch's calls (torch's function or "
                                  "dispatch modes)")
