@@ -76,8 +76,7 @@ PROCESS_PACKAGES = {"multiprocessing", "subprocess"}
 # (a lambda, a function) is what honest timing passes
 TIMEIT_CODE = {"timeit", "repeat", "Timer", "autorange"}
 # Functions that turn a string into an object anywhere in the program (the import system's own lookup)
-NAME_RESOLVERS = {"pkgutil.resolve_name", "pydoc.locate", "pydoc.resolve", "importlib.import_module",
-                  "operator.attrgetter.__call__"}
+NAME_RESOLVERS = {"pkgutil.resolve_name", "pydoc.locate", "pydoc.resolve", "importlib.import_module"}
 # Built-ins that reach names or run code given at run time: handed to other code (``functools.reduce(getattr,
 # ...)``, ``map(eval, ...)``), what they are given is not in the notebook's text
 HANDED_OVER = {"getattr", "setattr", "delattr", "vars", "eval", "exec", "compile", "__import__", "globals"}

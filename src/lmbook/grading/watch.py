@@ -322,15 +322,15 @@ class CallWatch:
         self.tampered: str | None = None
         self.strict = strict
         self.torch_calls = torch_calls  # training runs without the torch modes' overhead: Python calls only
-        self._codes: dict[tuple, str] = {}
+        # the forbidden functions' code, and its fingerprint (for clones); names are never reported (see _kind_of)
+        self._codes: set = set()
         for f in check.forbidden:
             for fn in [v for v in vars(f).values() if isinstance(v, types.FunctionType)] if isinstance(f, type) \
                     else [_unwrap(f)]:
                 if isinstance(fn, types.FunctionType) and (not isinstance(f, type) or _defined_in(fn, f)):
-                    name = getattr(f, "__qualname__", fn.__qualname__)
-                    self._codes[fn.__code__] = name
+                    self._codes.add(fn.__code__)
                     if _substantial(fn.__code__):  # its clones too (not a generated or one-line method's lookalikes)
-                        self._codes[_code_key(fn.__code__)] = name
+                        self._codes.add(_code_key(fn.__code__))
         self._objects = {id(f): f for f in check.forbidden}  # by identity: built-ins, functions, classes
         self._modules = (*TASK_MODULES, *check.forbidden_modules)
         self._attrs = tuple(check.forbidden_attrs)
