@@ -369,7 +369,7 @@ def clip_no_sqrt(grads, max_norm):
     return [g * torch.clamp(max_norm / (total + 1e-6), max=1.0) for g in grads], total
 
 
-def clip_inplace(grads, max_norm):
+def clip_inplace(grads, max_norm):  # right: clip_grad_norm_ scales in place too
     total = torch.sqrt(sum((g ** 2).sum() for g in grads))
     if total > max_norm:
         for g in grads:
@@ -827,7 +827,6 @@ WRONG = {
         Student(clip_no_sqrt, note="squared norm, no square root",
                 has="forgot the square root: ‖g‖ is the square root of the sum of all "
                     "squared entries"),
-        Student(clip_inplace, note="scales the caller's gradients in place"),
         Student(clip_no_eps_nan, note="no epsilon: NaN for all-zero gradients",
                 has="divided by the norm without the ε: all-zero gradients give 0 / 0 = NaN; scale by "
                     "min(1, max_norm / (‖g‖ + ε))"),
@@ -890,7 +889,7 @@ RIGHT = {
     "rnn_forward": [fwd_right_per_sequence, fwd_right_gather, fwd_right_mask_arith],
     "lstm_cell": [lstm_right_separate, lstm_right_cat, lstm_right_view],
     "gru_cell": [gru_right_lerp, gru_right_loop, gru_right_einsum],
-    "clip_grad_norm": [clip_right_cat, clip_right_float, clip_right_vector_norm],
+    "clip_grad_norm": [clip_right_cat, clip_right_float, clip_right_vector_norm, clip_inplace],
     "classify": [cls_right_loop, cls_right_where, cls_right_einsum],
     "filter_probs": [filt_right_loop, filt_right_log_softmax, filt_right_keep_mask],
     "sample": [samp_right_cdf, samp_right_gumbel, samp_right_categorical],

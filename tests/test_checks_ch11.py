@@ -311,6 +311,13 @@ def test_chinchillas_budget_gives_about_chinchillas_size():
     assert 65e9 < n < 72e9 and 1.3e12 < d < 1.45e12
 
 
+def test_a_rounded_answer_is_told_in_digits_that_differ():
+    from lmbook.tasks.ch11.compute_optimal import _optimal_compare
+    message = _optimal_compare((5773503.0, 1.0), (5773502.69, 1.0))
+    assert message == "n_params: returned 5773503, expected 5773502.7 (off by +0.31)", message
+    assert _optimal_compare((2e9, 1.0), (1e9, 1.0)) == "n_params: returned 2e+09, expected 1e+09 (2 times it)"
+
+
 def test_the_library_agrees_on_compute_optimal():
     assert library_agrees(BY_TASK["compute_optimal"], lmbook.scaling_laws.compute_optimal) == \
         _all_cases("compute_optimal")

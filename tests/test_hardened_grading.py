@@ -165,6 +165,16 @@ def test_hidden_inputs_never_reach_the_feedback(batch):
     assert leaked and not [v for v in leaked if v in shown], "a hidden input's value reached the feedback"
 
 
+def test_a_hidden_training_tests_figures_reach_the_instructor_and_not_the_student(batch):
+    said = "for you only: hidden test of train_lm (not in the student's feedback): train_lm: perplexity "
+    section = _section(batch["report"], "honest")
+    assert said in section, section
+    hidden_ppl = re.match(r"\d+\.\d+", section.split(said, 1)[1]).group()
+    feedback = (batch["out"] / "feedback" / "honest.html").read_text()
+    assert f"perplexity {hidden_ppl}" not in feedback, "the hidden test's perplexity reached the student"
+    assert "meets the target on fresh held-out text" in feedback
+
+
 def test_a_notebook_of_megabyte_images_costs_the_grader_a_bounded_amount(batch):
     # 10 cells x 20 images of 1.99 MB: 400 MB shown; what is kept, in each place, stays within the caps
     out = batch["out"]

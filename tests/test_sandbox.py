@@ -5,11 +5,12 @@ from __future__ import annotations
 import ast
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
-from lmbook.grading import sandbox
+from lmbook.grading import processes, sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -184,6 +185,90 @@ def test_a_forked_step_writes_nothing_a_later_step_can_read(tmp_path):
     assert "NOTHING" in _text(outs[1]), _text(outs[1])
 
 
+# A hidden test cell (a forked step) runs after the notebook's last cell, from the notebook as it was at its
+# place, with nothing of the notebook's alive beside it. A code step run that way replies no outputs: what it
+# finds is told by whether the grader has to stop the run (it loops, deaf to the time limit, when it finds what
+# it must not, or fails to look).
+QUICK = sandbox.Limits(step_grace_s=2)
+LOOP_IF = """import os
+try:
+    found = {}
+except Exception:  # not knowing is finding: the test cannot pass by an error
+    found = True
+if found:
+    while True:
+        try:
+            while True:
+                pass
+        except BaseException:  # the time limit's interrupt too: the grader stops the run
+            pass"""
+
+
+def test_hidden_cells_run_after_the_notebooks_last_cell_from_the_notebook_at_their_place(tmp_path):
+    outs, result = _run(tmp_path, "x = 1", LOOP_IF.format("x != 1"), "x = 2", timeout=3, limits=QUICK, forked=(1,))
+    assert list(result.ends) == [0, 2, 1], f"replies came in the order {list(result.ends)}"
+    assert result.stray == 0, "the runner's own notes were taken for the notebook's"
+    assert result.killed is None, f"the hidden cell saw the notebook as it was after a later cell: {result.killed}"
+
+
+def test_a_process_the_notebook_started_is_stopped_before_a_hidden_cell_runs(tmp_path):
+    finds_it = ("any(open(f'/proc/{p}/cmdline', 'rb').read().startswith(b'sleep') for p in os.listdir('/proc') "
+                "if p.isdigit() and os.path.exists(f'/proc/{p}/cmdline'))")
+    outs, result = _run(tmp_path, "import subprocess\nkept = subprocess.Popen(['sleep', '300'])",
+                        LOOP_IF.format(finds_it), timeout=3, limits=QUICK, forked=(1,))
+    assert result.killed is None, f"a process the notebook started ran beside the hidden cell: {result.killed}"
+
+
+# A student who has read the runner: a thread puts itself between the grader's channel and the runner, passes
+# every message on but a hidden cell's, and keeps those.
+RELAY = """import os, threading
+def reads_a_pipe(fd):
+    flags = open(f'/proc/self/fdinfo/{fd}').read().split('flags:')[1].split()[0]
+    return os.readlink(f'/proc/self/fd/{fd}').startswith('pipe:') and int(flags, 8) & 3 == 0
+channel = next(int(f) for f in sorted(os.listdir('/proc/self/fd'), key=int) if int(f) > 2 and reads_a_pipe(int(f)))
+grader = os.dup(channel)
+into, out_to = os.pipe()
+os.dup2(into, channel)
+taken = []
+def relay():
+    pending = b''
+    while chunk := os.read(grader, 1 << 20):
+        pending += chunk
+        while b'\\n' in pending:
+            line, pending = pending.split(b'\\n', 1)
+            if b'"fork": true' in line:
+                taken.append(line)
+            else:
+                os.write(out_to, line + b'\\n')
+threading.Thread(target=relay, daemon=True).start()
+"""
+
+
+def test_a_notebook_thread_on_the_grader_channel_never_receives_a_hidden_cells_inputs(tmp_path):
+    outs, result = _run(tmp_path, RELAY, "y = 1", "z = 2", timeout=5, forked=(1,))
+    assert "Error" not in _text(outs[0]), _text(outs[0])  # the relay is in place...
+    assert result.ends.get(2, {}).get("event") == "end"  # ...and passes the notebook's own cells on
+    # The hidden cell's inputs are sent when the notebook's process (the relay with it) is gone: the parked
+    # child then reads a channel the relay had replaced, and fails its cell. The run goes on.
+    assert 1 in result.ends and result.killed is None, (result.killed, list(result.ends))
+
+
+def test_a_notebook_that_dies_still_has_its_earlier_hidden_cells_run_and_not_its_later_ones(tmp_path):
+    outs, result = _run(tmp_path, LOOP_IF.format("y != 1").replace("import os", "y = 1"), "import os\nos._exit(3)",
+                        "y = 2", timeout=3, limits=QUICK, forked=(0, 2))
+    assert result.ends[0]["probes"] == {}, result.ends[0]
+    assert result.ends[2]["probes"] == {"crashed": "the notebook stopped before this cell"}, result.ends[2]
+    assert 1 not in result.ends
+    assert result.killed == "the Python process died before the notebook's last cell", result.killed
+
+
+def test_a_cell_stopped_for_its_time_limit_still_has_the_earlier_hidden_cells_run(tmp_path):
+    deaf = "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass"
+    outs, result = _run(tmp_path, "y = 1", deaf, timeout=1, limits=QUICK, forked=(0,))
+    assert result.ends.get(0, {}).get("probes") == {}, result.ends
+    assert result.killed and "time limit" in result.killed, result.killed
+
+
 def test_a_cell_that_waits_is_stopped_on_the_wall_clock(tmp_path):
     outs, result = _run(tmp_path, "import time\ntime.sleep(1000)", "print('next')", timeout=1)
     assert "TimeLimit" in _text(outs[0]) and "next" in _text(outs[1])
@@ -350,3 +435,62 @@ def test_nothing_outside_the_output_folder_can_be_made_writable(attacks, attack)
     target, output = attacks[attack]
     assert "ATTEMPTED" in output, f"the attack did not run to its end: {output}"
     assert not target.exists(), f"student code created {target}; what it printed: {output}"
+
+
+# What the grader sees from outside when the keeper says the notebook is over: the keeper (the sandbox's pid 2,
+# one thread), the parked hidden cells (each under its seccomp filter), and nothing else.
+KEEPER = """import os, sys, time
+from lmbook.grading import confine
+parked, told = os.pipe()
+if os.fork() == 0:
+    if sys.argv[1] == 'parked':
+        confine.confine(1, {told})
+    os.close(told)
+    time.sleep(60)
+os.close(told)
+os.read(parked, 1)  # the child is confined, or not, for good
+if sys.argv[1] == 'threads':
+    import threading
+    threading.Thread(target=time.sleep, args=(60,)).start()
+print('ready', flush=True)
+time.sleep(60)
+"""
+
+
+def _outside_view(tmp_path: Path, kind: str):
+    import subprocess
+    import time
+    script = tmp_path / "keeper.py"
+    script.write_text(KEEPER)
+    os.chmod(tmp_path, 0o755)
+    cmd = sandbox.command(tmp_path, sandbox.Limits(), True, program=[sys.executable, str(script), kind])
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        proc.stdout.readline()
+        problem = processes.hidden_cells_may_start(proc.pid)
+        for _ in range(100):  # a process stopped by SIGKILL takes a moment to be gone
+            left = processes.live_processes_under(proc.pid)
+            if all(s["argv"] != [b""] for s in left.values()):
+                break
+            time.sleep(0.05)
+        return problem, left
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+
+
+def test_the_keeper_with_its_parked_hidden_cells_may_start_them(tmp_path):
+    problem, left = _outside_view(tmp_path, "parked")
+    assert problem is None, problem
+    assert len(left) == 4, f"two bubblewrap processes, the keeper and one parked cell: {left}"
+
+
+def test_a_process_of_the_notebooks_beside_the_keeper_is_stopped_and_reported(tmp_path):
+    problem, left = _outside_view(tmp_path, "unconfined")
+    assert problem and "still running when its last cell was over" in problem, problem
+    assert len(left) == 3, f"the notebook's process is still running: {left}"
+
+
+def test_the_word_that_the_notebook_is_over_sent_by_the_notebook_itself_is_caught(tmp_path):
+    problem, _ = _outside_view(tmp_path, "threads")  # pid 2 runs threads: the notebook, not the keeper
+    assert problem and "only the grader's own program sends" in problem, problem

@@ -195,8 +195,8 @@ def _phase1(job: tuple) -> dict:
     except Exception as e:  # noqa: BLE001 - one student's odd notebook never stops the class
         return {"sid": sid, "error": f"{type(e).__name__}: {e}"}
     return {"sid": sid, "notes": nb.metadata.get("lmbook", {}).get("hygiene", []), "tampering": graded.flagged,
-            "forbidden": graded.forbidden, "problem": graded.problem, "cached": cached, "key": _submission_key(nb),
-            "cache_key": key}
+            "forbidden": graded.forbidden, "problem": graded.problem, "instructor": graded.instructor,
+            "cached": cached, "key": _submission_key(nb), "cache_key": key}
 
 
 def _submission_key(nb) -> str:
@@ -315,7 +315,7 @@ def grade(submissions: Path, out: Path, assignment: str, config_dir: Path, sourc
             st.notebook = None
             continue
         st.notes += res["notes"]
-        st.suspicious, st.forbidden = res["tampering"], res["forbidden"]
+        st.suspicious, st.forbidden, st.instructor = res["tampering"], res["forbidden"], res.get("instructor", [])
         st.cached, st.key = res["cached"], res.get("key", "")
         cache_keys[st.sid] = res.get("cache_key", "")
         if res["problem"]:

@@ -289,6 +289,23 @@ def compare_parts(*names: str, rtol: float = 1e-4, atol: float = 1e-5, order: Se
     return compare
 
 
+def distinct_pair(out: float, ref: float) -> tuple[str, str]:
+    """Two numbers written with as many significant digits as it takes to tell them apart (6 to 17), so a
+    message never reads "returned 5.7735e+06, expected 5.7735e+06"."""
+    for digits in range(6, 18):
+        a, b = f"{out:.{digits}g}", f"{ref:.{digits}g}"
+        if a != b:
+            break
+    return a, b
+
+
+def how_far(out: float, ref: float) -> str:
+    """How far a number is from the expected one: a ratio where it says something, else the difference."""
+    if ref != 0 and out != 0 and f"{out / ref:.4g}" != "1":
+        return f"{out / ref:.4g} times it"
+    return f"off by {out - ref:+.3g}"
+
+
 def describe_scalar_mismatch(out, ref, *, rtol: float = 1e-4, atol: float = 1e-6,
                              accept: Sequence[str] = ("tensor", "number"), nan_hint: str | None = None) -> str | None:
     """Compare a scalar answer. ``accept``: the forms the statement allows, "tensor" (a tensor holding one

@@ -95,20 +95,22 @@ class Graded:
     problem: str | None = None  # why the run stopped early, if it did
     review: list[str] = field(default_factory=list)  # evidence the grader cannot settle: flagged, points stand
     seconds: float = 0.0  # how long the sandboxed run took (wall clock)
+    instructor: list[str] = field(default_factory=list)  # for the instructor's report only (hidden figures)
 
     def to_json(self) -> dict:
         return {"outputs": {str(k): v for k, v in self.outputs.items()},
                 "verdicts": {str(k): {"passed": v.passed, "lines": v.lines, "cases": v.cases, "hidden": v.hidden}
                              for k, v in self.verdicts.items()},
                 "tampering": self.tampering, "forbidden": self.forbidden, "problem": self.problem,
-                "review": self.review, "seconds": self.seconds}
+                "review": self.review, "seconds": self.seconds, "instructor": self.instructor}
 
     @classmethod
     def from_json(cls, d: dict) -> Graded:
         return cls({int(k): v for k, v in d["outputs"].items()},
                    {int(k): Verdict(v["passed"], v["lines"], tuple(v["cases"]) if v.get("cases") else None,
                                     bool(v.get("hidden"))) for k, v in d["verdicts"].items()},
-                   d["tampering"], d["forbidden"], d["problem"], d.get("review", []), d.get("seconds", 0.0))
+                   d["tampering"], d["forbidden"], d["problem"], d.get("review", []), d.get("seconds", 0.0),
+                   d.get("instructor", []))
 
     @property
     def flagged(self) -> list[str]:
@@ -298,9 +300,11 @@ def _error_kind(raised) -> str:
     return kind if kind in _KNOWN_ERRORS else "an exception"
 
 
-def _judge_train(call: Call, check: Check, result: dict, arrays, seconds: float | None) -> tuple[bool, str]:
+def _judge_train(call: Call, check: Check, result: dict, arrays, seconds: float | None,
+                 figures: list[str] | None = None) -> tuple[bool, str]:
     """``seconds``: the CPU time the sandbox spent on this task's training and evaluation, measured from
-    outside it (None where it could not be: then the runner's own measure)."""
+    outside it (None where it could not be: then the runner's own measure). What a hidden case measured
+    (perplexity on the hidden text, training time) is added to ``figures``, for the instructor only."""
     task = check.task
     if result.get("not_implemented"):
         return False, not_implemented(check)
@@ -326,6 +330,8 @@ def _judge_train(call: Call, check: Check, result: dict, arrays, seconds: float 
         return False, f"{task}: your model's output on the hidden contexts is not (B, V) logits, one row per context"
     passed, message = check.judge_model(ev, logits, window, seconds)
     if call.hidden:
+        if figures is not None:
+            figures.append(message.removeprefix("✓ "))
         # The model chose its logits on the hidden text: a perplexity to three decimals, or a diagnosis drawn
         # from it, would carry that text out. The visible test gives the figures, on text the student has.
         return passed, (f"✓ {task}: your model meets the target on fresh held-out text" if passed else
@@ -402,7 +408,10 @@ def _verdicts(plan: _Plan, run: sandbox.RunResult, graded: Graded) -> None:
                 cpu = run.cpu.get(step_index)
                 so_far = trained_cpu.get(call.task, 0.0)
                 trained_cpu[call.task] = None if cpu is None or so_far is None else so_far + cpu
-                ok, msg = _judge_train(call, check, result, arrays, trained_cpu[call.task])
+                figures: list[str] = []
+                ok, msg = _judge_train(call, check, result, arrays, trained_cpu[call.task], figures)
+                graded.instructor += [f"hidden test of {call.task} (not in the student's feedback): {f}"
+                                      for f in figures]
                 good = int(ok)
                 too_good = _too_good(check, call, result, arrays) if ok else None
                 if too_good and too_good not in graded.review:
@@ -506,7 +515,8 @@ def grade_notebook(nb, *, use_sandbox: bool = True, limits: sandbox.Limits | Non
                 f"the grader cannot read this cell as Python ({why}), so it did not run it"]}]
         plan = _plan(nb, registry, timeout, unreadable)
         # The job holds the student's own cells and nothing of the grader's: inputs go with each step.
-        (job_dir / "job.json").write_text(json.dumps({"checks_module": module, "steps": plan.steps}))
+        (job_dir / "job.json").write_text(json.dumps({"checks_module": module, "steps": plan.steps,
+                                                        "sandboxed": use_sandbox}))
         # tmp stays 0700 (mkdtemp): bubblewrap binds the job in as root; sandbox.run lets the sandbox read it
         run = sandbox.run(job_dir, plan.run, limits, sandbox=use_sandbox)
         graded.seconds = run.seconds
@@ -515,8 +525,10 @@ def grade_notebook(nb, *, use_sandbox: bool = True, limits: sandbox.Limits | Non
                                     "notebook's code wrote them (they were ignored)")
         graded.tampering += [f"in the sandbox: {t}" for t in run.tampered]
         if not run.complete(len(plan.steps)):
-            done = len(run.ends)
-            stop = plan.cells[done] if done < len(plan.cells) else None
+            # The sandbox runs the notebook's own cells in order, then its hidden test cells (sandbox.run)
+            order = [i for i, s in enumerate(plan.run) if not s.fork] + [i for i, s in enumerate(plan.run) if s.fork]
+            first = next((i for i in order if i not in run.ends), None)
+            stop = plan.cells[first] if first is not None else None
             graded.problem = (run.killed or f"the run ended early (exit status {run.returncode})") + (
                 f"; cell {stop} did not finish, and the cells after it did not run" if stop is not None else "")
             if not run.ends:

@@ -82,7 +82,9 @@ def write_report(students: list[Student], tasks_max: dict[str, float], summary: 
             lines += [f"Late: {st.penalty_why.removeprefix('late: ') or 'no late penalty set'}.", ""]
         for note in st.notes:
             lines.append(f"- note: {note}")
-        if st.notes:
+        for note in st.instructor:
+            lines.append(f"- for you only: {note}")
+        if st.notes or st.instructor:
             lines.append("")
         for task, (score, maxp) in st.tasks.items():
             if task in st.pending:

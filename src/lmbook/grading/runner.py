@@ -13,17 +13,23 @@ unpickles anything and recomputes every reference itself.
 The conversation is one message each way per step, over pipes: the grader
 sends a step's message (a fresh random nonce, and for a test cell its inputs)
 only when the step before it has ended, and accepts one reply per step, the
-first that carries that nonce. ``JOB_DIR`` holds only the student's own cells,
-so nothing the grader knows is readable before the call it is for. A hidden
-test cell runs in a forked child that reads the cell's message itself (this
-process, and the student's threads in it, never hold hidden inputs), is
-confined so that it can leave nothing behind (:mod:`.confine`: no file, shared
-memory, process or message), replies and exits; then this process says so
-(``child_exit``), so a child that died without replying costs only its cell.
-Whatever the student's code patches or forges in here can only spoil its own
-answers: a reply can say no more than the student's function itself could.
-What it could do to this runner is looked for after every step (its code, the
-watch's hooks) and reported as tampering.
+first that carries that nonce. ``JOB_DIR`` holds only the student's own
+cells, so nothing the grader knows is readable before the call it is for.
+
+Before any student code runs, this process forks: the child runs the notebook,
+the parent becomes the keeper (:mod:`.keeper`), which never runs student
+code. A hidden test cell runs in a child the notebook's process forks at the
+cell's place (so it holds the notebook as it was there), confined so that it
+can leave nothing behind (:mod:`.confine`: no file, shared memory, process or
+message) and *parked*: it waits until the notebook's process is gone (its last
+cell done, or crashed). Then the keeper stops every other process the notebook
+started and releases the parked children one at a time; only then does the
+grader send a hidden cell's inputs, which the child reads itself. So no cell
+of the notebook runs beside or after a hidden one (none can time it, watch it
+or take its inputs off the channel). Whatever the student's code patches or forges
+in here can only spoil its own answers: a reply can say no more than the
+student's function itself could. What it could do to this runner is looked
+for after every step (its code, the watch's hooks) and reported as tampering.
 """
 
 from __future__ import annotations
@@ -420,8 +426,7 @@ def _run_step(shell, step: dict, frame: dict, outputs: list, checks) -> tuple[di
 
 
 def main(job_dir: Path) -> None:
-    from lmbook.grading import confine, watch
-    from lmbook.grading.values import to_wire
+    from lmbook.grading import confine, keeper
 
     job = json.loads((job_dir / "job.json").read_text())
     # Replies go to the grader through the original stdout, a pipe, and its messages come on the original
@@ -431,6 +436,29 @@ def main(job_dir: Path) -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     messages = os.fdopen(os.dup(0), "rb", buffering=0)
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    # Before any student code: the keeper (this process) and the notebook's (a child). Per hidden cell, a pipe
+    # that releases its parked child (the keeper writes) and one the child holds until it exits (the keeper reads).
+    hidden = {i: (os.pipe(), os.pipe()) for i, step in enumerate(job["steps"]) if step.get("fork")}
+    notebook = os.fork()
+    if notebook:
+        messages.close()
+        for (go_read, _), (_, done_write) in hidden.values():
+            os.close(go_read)
+            os.close(done_write)
+        stop = keeper.in_sandbox(job) and confine.supported()  # the parked children are told by their filter
+        keeper.keep(notebook, replies.fileno(), {i: (go[1], done[0]) for i, (go, done) in hidden.items()}, stop)
+    for (_, go_write), (done_read, _) in hidden.values():
+        os.close(go_write)
+        os.close(done_read)
+    try:
+        _notebook(job, replies, messages, {i: (go[0], done[1]) for i, (go, done) in hidden.items()})
+    finally:
+        os._exit(0)  # no atexit, finalizer or thread of the student's holds the keeper up
+
+
+def _notebook(job: dict, replies, messages, hidden: dict[int, tuple[int, int]]) -> None:
+    from lmbook.grading import watch
+    from lmbook.grading.values import to_wire
 
     def emit(**kw) -> None:
         replies.write(json.dumps(kw) + "\n")
@@ -453,41 +481,76 @@ def main(job_dir: Path) -> None:
     reader = io.BufferedReader(messages, buffer_size=1 << 20)
     for i, step in enumerate(job["steps"]):
         outputs.clear()
-        if not step.get("fork"):
-            line = reader.readline()
-            if not line:
-                return  # the grader is gone
-            frame = json.loads(line)
-            del line
-            probes, out = _run_step(shell, step, frame, outputs, checks)
-            tampered = _tampering_seen(expected, checks)
-            emit(step=i, nonce=frame.pop("nonce"), event="end", outputs=list(outputs), probes=probes,
-                 arrays=to_wire(out), **({"tampered": tampered} if tampered else {}))
-            del frame, out
+        if step.get("fork"):
+            _park(i, step, shell, checks, expected, replies, reader, emit, *hidden[i])
             continue
-        # A hidden test cell: its inputs live only in this child, which reads them, replies and exits (no
-        # atexit or finalizers: os._exit). This process, which goes on with the next cells, never holds them.
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                confined = confine.confine(replies.fileno(), {reader.fileno()})
-                line = reader.readline()
-                if line:
-                    frame = json.loads(line)
+        line = reader.readline()
+        if not line:
+            return  # the grader is gone
+        frame = json.loads(line)
+        del line
+        probes, out = _run_step(shell, step, frame, outputs, checks)
+        tampered = _tampering_seen(expected, checks)
+        emit(step=i, nonce=frame.pop("nonce"), event="end", outputs=list(outputs), probes=probes,
+             arrays=to_wire(out), **({"tampered": tampered} if tampered else {}))
+        del frame, out
+
+
+def _park(i: int, step: dict, shell, checks, expected: tuple, replies, reader, emit, go: int, done: int) -> None:
+    """A hidden test cell: fork a child that holds the notebook as it is at this cell, confines itself and waits
+    for the keeper (:mod:`.keeper`), which releases it once the notebook's process is gone. Then it reads the
+    cell's inputs (this process never holds them), runs the answer, replies and exits: no atexit, no finalizers.
+    It holds ``done`` until it exits; this process goes on once it is confined."""
+    from lmbook.grading import confine
+    from lmbook.grading.values import to_wire
+
+    parked_read, parked_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(parked_read)
+            # Nothing of the notebook's may run while it waits: its signal handlers are put away (a signal from
+            # the notebook would otherwise run them here), the time limit's own come back with the inputs.
+            for sig in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP, signal.SIGPIPE}:
+                try:
+                    signal.signal(sig, signal.SIG_IGN if sig in (signal.SIGALRM, signal.SIGPROF) else signal.SIG_DFL)
+                except (OSError, ValueError):
+                    pass
+            confined = confine.confine(replies.fileno(), {reader.fileno(), go, done, parked_write})
+            os.close(parked_write)  # parked: the notebook goes on
+            if os.read(go, 1) == b"g":
+                signal.signal(signal.SIGALRM, _on_alarm)
+                signal.signal(signal.SIGPROF, _on_alarm)
+                frame = _own_frame(reader, i)
+                if frame is not None:
+                    outputs: list = []
                     probes, out = _run_step(shell, step, frame, outputs, checks)
                     tampered = _tampering_seen(expected, checks)
                     emit(step=i, nonce=frame["nonce"], event="end", outputs=[], probes=probes, arrays=to_wire(out),
                          confined=confined, **({"tampered": tampered} if tampered else {}))
                     code = 0
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        emit(step=i, event="child_exit")  # says nothing the child chose (not its exit status)
-        tampered = _tampering_seen(expected, checks)
-        if tampered:
-            emit(step=i, event="tampered", tampered=tampered)
+        finally:
+            os._exit(code)
+    os.close(parked_write)
+    os.close(go)  # the child's now, and nobody else's once the keeper has stopped the notebook's processes
+    os.close(done)
+    while os.read(parked_read, 1):
+        pass
+    os.close(parked_read)
 
+
+def _own_frame(reader, i: int) -> dict | None:
+    """The grader's message for step ``i`` (one left unread by a process that ended before reading it is
+    passed over)."""
+    while line := reader.readline():
+        try:
+            frame = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(frame, dict) and frame.get("step") == i:
+            return frame
+    return None
 
 if __name__ == "__main__":
     # Run from the module under its own name: only the student's code is ``__main__`` (the call watch

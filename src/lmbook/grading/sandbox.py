@@ -35,6 +35,8 @@ from pathlib import Path
 
 import lmbook
 
+from . import processes
+
 
 class SandboxUnavailable(RuntimeError):
     """bubblewrap cannot be used on this machine, and running unsandboxed was not asked for."""
@@ -70,7 +72,7 @@ class Step:
 
     timeout: float
     message: dict = field(default_factory=dict)
-    fork: bool = False  # run it in a child that exits after replying (hidden tests): job.json says so too
+    fork: bool = False  # a hidden test: forked at its place, run after the notebook's own cells (job.json too)
     timed: bool = False  # measure the CPU time the sandbox spends on it (a training task's budget)
 
 
@@ -302,7 +304,7 @@ def run(job_dir: Path, steps: list[Step], limits: Limits = Limits(), sandbox: bo
         proc = subprocess.Popen(command(job_dir, limits, sandbox), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                                 preexec_fn=enter_cgroups, cwd=scratch)
-        result = _watch(proc, steps, limits, start)
+        result = _watch(proc, steps, limits, start, sandboxed=sandbox)
         if result.killed and result.killed.startswith("the Python process died") and _out_of_memory(groups):
             result.killed = (f"the notebook ran out of memory (limit {limits.memory_bytes / 1024**3:.1f} GiB "
                              "for all its processes together)")
@@ -346,7 +348,8 @@ def _tree_cpu(root: int) -> float | None:
     return total / tick if root in stats else None
 
 
-def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: float) -> RunResult:
+def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: float,
+           sandboxed: bool = True) -> RunResult:
     """The grader's side of the conversation. It never blocks on the runner: reads and writes are
     non-blocking and multiplexed with the clock, so the time limits hold whatever the sandbox does.
     A line is parsed only if it starts as the runner's reply to the current step does (or is one of its small
@@ -357,6 +360,7 @@ def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: flo
     pending = bytearray()  # the reply being received: appended to, split only at a newline (linear in its size)
     outbox = b""
     step, step_started = -1, start  # -1: the runner has not said it is ready
+    released = False  # the keeper has said the notebook is over (hidden cells may be sent)
     cpu_started: float | None = None
     next_cpu_check = start
     received = 0
@@ -366,14 +370,30 @@ def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: flo
         os.set_blocking(s.fileno(), False)
     readers = [proc.stdout, proc.stderr]
 
+    # The notebook's own cells first, in order; then its hidden test cells, in order, each only once the
+    # keeper has said that the notebook's process is gone and nothing it started is left (keeper.py).
+    order = [i for i, s in enumerate(steps) if not s.fork] + [i for i, s in enumerate(steps) if s.fork]
+    waiting = False  # the current step is a hidden one whose inputs wait for that word
+    hidden_steps = {i for i, s in enumerate(steps) if s.fork}
+    ended_early = None  # why the notebook's own cells stopped before their end, the run going on to its hidden ones
+
+    def hidden_next() -> bytes:
+        """The notebook's cells are over (done, or ended early): on to the first hidden cell not yet run."""
+        nxt = next((i for i in order if steps[i].fork and i not in result.ends), None)
+        return begin(nxt) if nxt is not None else b""
+
     def begin(i: int) -> bytes:
-        nonlocal step, step_started, cpu_started, next_cpu_check
+        nonlocal step, step_started, cpu_started, next_cpu_check, waiting
         step, step_started = i, time.monotonic()
         cpu_started = _tree_cpu(proc.pid)
         next_cpu_check = step_started + CPU_CHECK_S
+        if steps[i].fork and not released:
+            waiting = True  # its own time limit runs meanwhile: the word comes within milliseconds
+            return b""
+        waiting = False
         wall = steps[i].timeout * (WALL_FACTOR if cpu_started is not None else 1)
-        message = {**steps[i].message, "nonce": nonces[i], "timeout": steps[i].timeout, "wall_timeout": wall,
-                   "fork": steps[i].fork}
+        message = {**steps[i].message, "step": i, "nonce": nonces[i], "timeout": steps[i].timeout,
+                   "wall_timeout": wall, "fork": steps[i].fork}
         return (json.dumps(message) + "\n").encode()
 
     def ended(i: int, reply: dict) -> bytes:
@@ -382,7 +402,8 @@ def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: flo
             now = _tree_cpu(proc.pid)
             if now is not None:
                 result.cpu[i] = now - cpu_started
-        return begin(i + 1) if i + 1 < len(steps) else b""
+        at = order.index(i)
+        return begin(order[at + 1]) if at + 1 < len(order) else b""
 
     while True:
         wants_write = [proc.stdin] if outbox and not proc.stdin.closed else []
@@ -437,12 +458,26 @@ def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: flo
                     received += len(line)
                     outbox += ended(step, e)
                 elif step == -1 and e == {"event": "ready"}:
-                    outbox += begin(0) if steps else b""
-                elif note and e is not None and e.get("event") == "child_exit" and isinstance(e.get("step"), int) \
-                        and 0 <= e["step"] <= step < len(steps) and steps[e["step"]].fork:
+                    outbox += begin(order[0]) if steps else b""
+                elif note and e == {"event": "hidden"} and not released:
+                    problem = processes.hidden_cells_may_start(proc.pid) if sandboxed else None
+                    if problem:
+                        result.tampered.append(problem)
+                        if "only the grader's own program" in problem:
+                            killed = "the notebook sent a message that only the grader's own program sends"
+                            break
+                    released = True
+                    if waiting:
+                        outbox += begin(step)
+                    else:  # the notebook's process ended before its last cell: its hidden cells still run
+                        ended_early = ended_early or "the Python process died before the notebook's last cell"
+                        outbox += hidden_next()
+                elif note and e is not None and e.get("event") in ("child_exit", "not_reached") \
+                        and e.get("step") in hidden_steps and released:
                     if e["step"] == step and step not in result.ends:  # the hidden test's process died unreplied
-                        outbox += ended(step, {"event": "end", "outputs": [], "arrays": {}, "probes": {
-                            "crashed": "the process running this cell ended before it replied"}})
+                        why = ("the notebook stopped before this cell" if e["event"] == "not_reached" else
+                               "the process running this cell ended before it replied")
+                        outbox += ended(step, {"event": "end", "outputs": [], "arrays": {}, "probes": {"crashed": why}})
                 elif note and e is not None and e.get("event") == "tampered" and isinstance(e.get("tampered"), str):
                     result.tampered.append(e["tampered"][:300])
                 elif line.strip():
@@ -452,19 +487,31 @@ def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: flo
         if result.complete(len(steps)) and steps:
             break  # every step has replied: nothing the student's code does from now on is read
         now = time.monotonic()
+        overran = None
         if killed:
             pass
         elif 0 <= step < len(steps) and now - step_started > steps[step].timeout * (
                 WALL_FACTOR if cpu_started is not None else 1) + limits.step_grace_s:
-            killed = f"a cell ran past its time limit ({steps[step].timeout:.0f} s) and was stopped"
+            overran = f"a cell ran past its time limit ({steps[step].timeout:.0f} s) and was stopped"
         elif 0 <= step < len(steps) and cpu_started is not None and now >= next_cpu_check:
             next_cpu_check = now + CPU_CHECK_S
             cpu = _tree_cpu(proc.pid)
             if cpu is not None and cpu - cpu_started > steps[step].timeout + limits.step_grace_s:
-                killed = (f"a cell ran past its time limit ({steps[step].timeout:.0f} s of CPU time) and was "
-                          "stopped")
+                overran = (f"a cell ran past its time limit ({steps[step].timeout:.0f} s of CPU time) and was "
+                           "stopped")
         elif now - start > limits.total_s:
             killed = f"the notebook ran past the time limit for a whole submission ({limits.total_s:.0f} s)"
+        if overran:
+            # One of the notebook's own cells: its process is stopped, and its hidden cells run as after a crash
+            # (the keeper's word comes within that cell's own time limit). Else the whole run stops.
+            found = processes.notebooks_processes(proc.pid) if sandboxed and not released and not steps[step].fork \
+                and any(i not in result.ends for i in hidden_steps) else None
+            if found is not None and found[0] is not None:
+                processes.stop(found[1])
+                ended_early = overran
+                outbox += hidden_next()
+            else:
+                killed = overran
         if killed or eof or (proc.poll() is not None and not ready):
             break
     try:
@@ -484,6 +531,8 @@ def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: flo
             result.killed = f"the notebook used more than {limits.cpu_seconds} s of CPU time"
         elif "MemoryError" in stderr or "can't allocate memory" in stderr:
             result.killed = f"the notebook ran out of memory (limit {limits.memory_bytes / 1024**3:.1f} GiB)"
+        elif ended_early:
+            result.killed = ended_early
         else:
             result.killed = f"the Python process died (exit status {proc.returncode})"
     return result

@@ -24,6 +24,7 @@ class Student:
     notes: list[str] = field(default_factory=list)  # what hygiene changed or ignored
     suspicious: list[str] = field(default_factory=list)  # evidence of tampering, for the instructor
     forbidden: dict[str, str] = field(default_factory=dict)  # task -> the ready-made answer it used
+    instructor: list[str] = field(default_factory=list)  # what the student's feedback leaves out (hidden figures)
     cached: bool = False
     source: str = ""  # the folder or file of the class folder it came from (the id is made from it)
     # What the LMS download says about the student (empty for a plain folder of student folders)

@@ -84,6 +84,7 @@ CLIP_GRAD_NORM = Check(
                   Case("float64 gradients", f64(_grads_case([(3, 2), (5,)], 3.0, 1.0))),
                   Case("max_norm = 0.01: gradients shrink a lot", _grads_case([(4, 4)], 1.0, 0.01))],
     keep_dtype=True,
+    inputs_kept=False,  # the statement allows scaling the gradients in place, as clip_grad_norm_ does
     mutants=[
         Mutant(_clip_with(per_tensor=True), "clipped each gradient tensor on its own: the norm is the norm of all "
                                             "gradients together, and one scale applies to all"),

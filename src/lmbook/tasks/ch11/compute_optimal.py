@@ -9,7 +9,7 @@ import torch
 
 from ... import scaling_laws as _course_scaling
 from ...grading.checks import Case, Check, Mutant
-from ...grading.compare import describe_value
+from ...grading.compare import describe_value, distinct_pair, how_far
 from .shared import ATTRS, MODULES
 
 _S = _course_scaling
@@ -72,8 +72,8 @@ def _optimal_compare(out, ref) -> str | None:
         if value is None:
             return f"{name}: returned {describe_value(o)}, expected a number (float)"
         if not math.isclose(value, r, rel_tol=1e-9):
-            return f"{name}: returned {value:.6g}, expected {r:.6g} ({value / r:.4g} times it)" if r else \
-                f"{name}: returned {value:.6g}, expected {r:.6g}"
+            said, expected = distinct_pair(value, r)
+            return f"{name}: returned {said}, expected {expected} ({how_far(value, r)})"
     return None
 
 
