@@ -525,9 +525,7 @@ def grade_notebook(nb, *, use_sandbox: bool = True, limits: sandbox.Limits | Non
                                     "notebook's code wrote them (they were ignored)")
         graded.tampering += [f"in the sandbox: {t}" for t in run.tampered]
         if not run.complete(len(plan.steps)):
-            # The sandbox runs the notebook's own cells in order, then its hidden test cells (sandbox.run)
-            order = [i for i, s in enumerate(plan.run) if not s.fork] + [i for i, s in enumerate(plan.run) if s.fork]
-            first = next((i for i in order if i not in run.ends), None)
+            first = next((i for i in sandbox.run_order(plan.run) if i not in run.ends), None)
             stop = plan.cells[first] if first is not None else None
             graded.problem = (run.killed or f"the run ended early (exit status {run.returncode})") + (
                 f"; cell {stop} did not finish, and the cells after it did not run" if stop is not None else "")

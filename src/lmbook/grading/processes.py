@@ -36,16 +36,21 @@ def notebooks_processes(root: int) -> tuple[int | None, list[int]] | None:
     """From outside: the keeper (the sandbox's pid 2, the runner's own process) and every other live process of
     the sandbox that is neither bubblewrap's nor a parked hidden cell's (confined). None where the kernel does not
     say which process is the sandbox's pid 2."""
+    found = _keeper_and_others(live_processes_under(root), root)
+    return None if found is None else found[:2]
+
+
+def _keeper_and_others(procs: dict[int, dict], root: int) -> tuple[int | None, list[int], int] | None:
+    """:func:`notebooks_processes` from a listing, with the keeper's number of threads (0 when there is none)."""
     from .confine import supported
     from .keeper import confined
 
-    procs = live_processes_under(root)
     if any(not s["nspid"] for s in procs.values()):
         return None
     keeper = next((p for p, s in procs.items() if s["nspid"][-1] == "2"), None)
     bubblewrap = {root, *(p for p, s in procs.items() if s["ppid"] == root and s["nspid"][-1] == "1")}
     others = [p for p in procs if p not in bubblewrap and p != keeper and not (supported() and confined(p))]
-    return keeper, others
+    return keeper, others, procs[keeper]["threads"] if keeper is not None else 0
 
 
 def stop(pids: list[int]) -> None:
@@ -61,11 +66,11 @@ def hidden_cells_may_start(root: int) -> str | None:
     inputs are sent: the sandbox holds bubblewrap's processes, the keeper (one thread) and the parked hidden
     cells (each under its seccomp filter), and nothing else. A process found beside them is stopped here. None
     when all is so; else what the notebook did."""
-    found = notebooks_processes(root)
+    found = _keeper_and_others(live_processes_under(root), root)
     if found is None:
         return None  # nothing to go by
-    keeper, others = found
-    if keeper is None or live_processes_under(root).get(keeper, {}).get("threads") != 1:
+    keeper, others, threads = found
+    if keeper is None or threads != 1:
         return "a message on the grader's channel that only the grader's own program sends came from the notebook"
     stop(others)
     if others:

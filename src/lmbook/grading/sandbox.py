@@ -319,6 +319,11 @@ def run(job_dir: Path, steps: list[Step], limits: Limits = Limits(), sandbox: bo
                     time.sleep(0.1)
 
 
+def run_order(steps: list[Step]) -> list[int]:
+    """The order the steps run in: the notebook's own cells, in order; then its hidden test cells, in order."""
+    return [i for i, s in enumerate(steps) if not s.fork] + [i for i, s in enumerate(steps) if s.fork]
+
+
 def _tree_cpu(root: int) -> float | None:
     """CPU seconds used so far by process ``root`` and all its descendants, live or reaped (kernel accounting:
     nothing inside the sandbox can change it). None where /proc cannot tell."""
@@ -370,9 +375,9 @@ def _watch(proc: subprocess.Popen, steps: list[Step], limits: Limits, start: flo
         os.set_blocking(s.fileno(), False)
     readers = [proc.stdout, proc.stderr]
 
-    # The notebook's own cells first, in order; then its hidden test cells, in order, each only once the
-    # keeper has said that the notebook's process is gone and nothing it started is left (keeper.py).
-    order = [i for i, s in enumerate(steps) if not s.fork] + [i for i, s in enumerate(steps) if s.fork]
+    # Each hidden test cell's inputs are sent only once the keeper has said that the notebook's process is gone
+    # and nothing it started is left (keeper.py).
+    order = run_order(steps)
     waiting = False  # the current step is a hidden one whose inputs wait for that word
     hidden_steps = {i for i, s in enumerate(steps) if s.fork}
     ended_early = None  # why the notebook's own cells stopped before their end, the run going on to its hidden ones
