@@ -370,6 +370,18 @@ def beam_times_alpha(log_probs, bos, eos, beam_size, max_len, alpha):  # s / len
     return tokens, s / len(tokens) * alpha
 
 
+def beam_sets_aside_every_finished(log_probs, bos, eos, beam_size, max_len, alpha):
+    live, finished = [([], 0.0)], []
+    for t in range(max_len):
+        cands = sorted(_expand(log_probs, t, live, bos), key=lambda c: -c[1])
+        finished += [c for c in cands if c[0][-1] == eos]  # "every hypothesis that ends is done"
+        live = [c for c in cands[:beam_size] if c[0][-1] != eos]
+        if not live:
+            break
+    tokens, s = max(finished + live, key=lambda h: h[1] / len(h[0]) ** alpha)
+    return tokens, s / len(tokens) ** alpha
+
+
 def beam_stops_when_best_finishes(log_probs, bos, eos, beam_size, max_len, alpha):
     live, finished = [([], 0.0)], []
     for t in range(max_len):
@@ -703,6 +715,7 @@ WRONG = {
         Student(beam_stops_when_best_finishes, _has(B, "stopped as soon as")),
         Student(beam_max_len_norm, None, "normalised by the number of steps run, not each hypothesis's length"),
         Student(beam_keeps_finished, _has(B, "kept finished hypotheses in the beam")),
+        Student(beam_sets_aside_every_finished, _has(B, "set aside every candidate that ends in <eos>")),
     ],
     "corpus_bleu": [
         Student(bleu_no_clip, _has(L, "did not clip")),

@@ -156,6 +156,28 @@ def test_a_hidden_tests_inputs_are_gone_before_the_next_cell(monkeypatch):
     assert f"CALLS {visible}" in text, f"expected only the {visible} visible calls to be remembered: {text}"
 
 
+# An answer that switches the grader's watch off around torch's op and on again, reaching the watch's module by
+# a computed name (the reading of the code, which flags that, is switched off here): the fence refuses the op.
+SWITCHES_THE_WATCH_OFF = """
+def log_softmax(x, dim=-1):
+    module = __import__("lmbook.grading." + "watch", fromlist=["_"])
+    kept, module._current = module._current, None
+    try:
+        return getattr(torch, "log_" + "softmax")(x, dim)
+    finally:
+        module._current = kept
+"""
+
+
+@pytest.mark.slow
+def test_a_ready_made_op_under_a_watch_switched_off_earns_nothing_visible_or_hidden(monkeypatch):
+    _, _, verdicts = _graded_with(monkeypatch, "notes = 'mine'", after="setup",
+                                  answers={"log_softmax": SWITCHES_THE_WATCH_OFF})
+    assert not verdicts["test_log_softmax"].passed, "the visible test passed with the watch switched off"
+    assert not verdicts["hidden_log_softmax"].passed, "the hidden test passed with the watch switched off"
+    assert verdicts["test_cross_entropy"].passed, "another task lost its points"
+
+
 # ----------------------------------------------------------------------------- the results cache
 
 

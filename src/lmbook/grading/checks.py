@@ -17,6 +17,7 @@ import torch
 
 from ..device import get_device
 from . import values
+from .fence import Guarded
 from .verdict import Outcome, decide, forbidden_message, not_implemented
 from .watch import GRADER_MODULES, CallWatch, find_forbidden_use, install_thread_hooks  # noqa: F401 - re-exported
 
@@ -141,7 +142,7 @@ def run_check(check: Check, answer: Callable, *, hidden: bool = False, seed: int
         args, kwargs = case_inputs(case, seed, i, device)
         passed_in = (values.round_trip(tuple(args), device, inputs=True),
                      {k: values.round_trip(v, device, inputs=True) for k, v in kwargs.items()})
-        watch = CallWatch(check)
+        watch = Guarded(check)  # what the answer calls is seen, and its ready-made answers do not compute
         try:
             result = values.call_once(answer, passed_in[0], passed_in[1], case_seed(seed, i), around=watch,
                                       device=device)

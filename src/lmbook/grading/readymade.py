@@ -104,3 +104,21 @@ def forbidden_aten(forbidden: tuple[str, ...]) -> frozenset[str]:
     names = torch._C._dispatch_get_all_op_names()  # at each call: operators registered since are included
     ops = [(op.split(".", 1)[0], op.split("::", 1)[-1].split(".", 1)[0]) for op in names]
     return frozenset(name for name, bare in ops if _match(bare, _op_words(bare), forbidden))
+
+
+@functools.cache
+def _overloads(ops: frozenset[str]) -> tuple[str, ...]:
+    import torch
+
+    return tuple(sorted(op for op in torch._C._dispatch_get_all_op_names() if op.split(".", 1)[0] in ops))
+
+
+def forbidden_overloads(forbidden: tuple[str, ...]) -> tuple[str, ...]:
+    """Every overload (``aten::log_softmax.int``, ``aten::log_softmax.Dimname``...) of torch's own operators that
+    compute what a check forbids (not the quantized or oneDNN backends' namespaces, which no student's tensor
+    reaches): the names the fence registers its refusing kernels under."""
+    return _overloads(frozenset(op for op in forbidden_aten(forbidden) if op.startswith("aten::")))
+
+
+# The file name of the code the fence puts in place of a ready-made answer's (:mod:`.fence`): the watch knows it
+FENCE_FILE = "<lmbook fence>"

@@ -231,7 +231,7 @@ _running: list = []  # the function a probe is running (told to the time limit's
 
 
 def _probe_call(fn, probe: dict, arrays: dict, out: dict, device, check) -> dict:
-    from lmbook.grading.checks import CallWatch
+    from lmbook.grading.fence import Guarded
     from lmbook.grading.values import call_once
 
     results: dict = {}
@@ -240,7 +240,7 @@ def _probe_call(fn, probe: dict, arrays: dict, out: dict, device, check) -> dict
         try:
             args = [_load(a, arrays, device) for a in case["args"]]
             kwargs = {k: _load(v, arrays, device) for k, v in case["kwargs"].items()}
-            watch = CallWatch(check, strict=True) if check is not None else None  # what the answer calls
+            watch = Guarded(check, strict=True) if check is not None else None  # what the answer calls
             result = call_once(fn, args, kwargs, int(case.get("seed", 0)), around=watch, device=device)
             found = found or (watch.found if watch is not None else None)
             tampered = tampered or (watch.tampered if watch is not None else None)
@@ -260,11 +260,12 @@ def _probe_call(fn, probe: dict, arrays: dict, out: dict, device, check) -> dict
 def _probe_train(fn, probe: dict, arrays: dict, out: dict, device, check) -> dict:
     import torch
 
-    from lmbook.grading.checks import CallWatch, find_forbidden_use, model_logits
+    from lmbook.grading.checks import find_forbidden_use, model_logits
+    from lmbook.grading.fence import Guarded
 
     # Training runs under the watch's Python-call hook only (torch's modes would slow it down); the model's
     # evaluation under all of it. The grader measures the time itself (the step's CPU time, from outside).
-    light = CallWatch(check, strict=True, torch_calls=False) if check is not None else None
+    light = Guarded(check, strict=True, torch_calls=False) if check is not None else None
     reply: dict = {}
     if id(fn) not in _trained or _trained[id(fn)][0] is not fn:
         args = [_load(a, arrays, torch.device("cpu")) for a in probe["train_args"]]
@@ -292,7 +293,7 @@ def _probe_train(fn, probe: dict, arrays: dict, out: dict, device, check) -> dic
     contexts = _load(probe["contexts"], arrays, torch.device("cpu"))
     if not 1 <= window <= contexts.shape[1]:
         return {**reply, "bad_window": True}
-    watch = CallWatch(check, strict=True) if check is not None else None
+    watch = Guarded(check, strict=True) if check is not None else None
     try:
         with watch or _nothing():
             logits = model_logits(model, window, contexts, device)

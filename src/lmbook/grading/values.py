@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .readymade import FENCE_FILE
+
 # What is kept of a student's result (a bound on what their code can make the grader read); the grader's own
 # inputs cross whole (``inputs=True``).
 MAX_DEPTH = 4  # lists of lists of lists of lists
@@ -177,7 +179,7 @@ def snapshot(value):
 
 def _library(filename: str) -> bool:
     """Whether code in this file is a library's (Python's, torch's, lmbook's), not the student's."""
-    return filename.startswith(_LIBRARY_PATHS) or filename.startswith("<frozen")
+    return filename.startswith(_LIBRARY_PATHS) or filename.startswith("<frozen") or filename == FENCE_FILE
 
 
 _LIBRARY_PATHS = tuple({*(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")),

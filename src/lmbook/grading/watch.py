@@ -37,7 +37,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
-from .readymade import forbidden_aten, torch_match
+from .readymade import FENCE_FILE, forbidden_aten, torch_match
 
 if TYPE_CHECKING:
     from .checks import Check
@@ -307,6 +307,18 @@ def _substantial(code: types.CodeType) -> bool:
     return not code.co_filename.startswith("<") and len(code.co_code) >= 24
 
 
+def forbidden_functions(check: Check) -> list[types.FunctionType]:
+    """The Python functions of a task's ready-made answers: each forbidden function (past its decorators), and
+    the methods a forbidden class defines in its own file."""
+    found: dict[int, types.FunctionType] = {}
+    for f in check.forbidden:
+        for fn in [v for v in vars(f).values() if isinstance(v, types.FunctionType)] if isinstance(f, type) \
+                else [_unwrap(f)]:
+            if isinstance(fn, types.FunctionType) and (not isinstance(f, type) or _defined_in(fn, f)):
+                found[id(fn)] = fn
+    return list(found.values())
+
+
 class CallWatch:
     """Notes, while the answer runs, the first call of a ready-made answer, found by what is called.
 
@@ -324,13 +336,10 @@ class CallWatch:
         self.torch_calls = torch_calls  # training runs without the torch modes' overhead: Python calls only
         # the forbidden functions' code, and its fingerprint (for clones); names are never reported (see _kind_of)
         self._codes: set = set()
-        for f in check.forbidden:
-            for fn in [v for v in vars(f).values() if isinstance(v, types.FunctionType)] if isinstance(f, type) \
-                    else [_unwrap(f)]:
-                if isinstance(fn, types.FunctionType) and (not isinstance(f, type) or _defined_in(fn, f)):
-                    self._codes.add(fn.__code__)
-                    if _substantial(fn.__code__):  # its clones too (not a generated or one-line method's lookalikes)
-                        self._codes.add(_code_key(fn.__code__))
+        for fn in forbidden_functions(check):
+            self._codes.add(fn.__code__)
+            if _substantial(fn.__code__):  # its clones too (not a generated or one-line method's lookalikes)
+                self._codes.add(_code_key(fn.__code__))
         self._objects = {id(f): f for f in check.forbidden}  # by identity: built-ins, functions, classes
         self._modules = (*TASK_MODULES, *check.forbidden_modules)
         self._attrs = tuple(check.forbidden_attrs)
@@ -372,6 +381,8 @@ class CallWatch:
         """What calling this code is: the ready-made answer (the message), the grader's own, or anything else."""
         if code in PLUMBING:
             return _OTHER_CODE
+        if code.co_filename == FENCE_FILE:  # a ready-made answer's code, replaced by the fence's refusal
+            return "called the ready-made implementation of this task while it ran"
         module = str(frame.f_globals.get("__name__", ""))
         if code in self._codes or _code_key(code) in self._codes:
             return "called the ready-made implementation of this task (or a copy of its code) while it ran"

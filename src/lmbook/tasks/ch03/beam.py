@@ -9,7 +9,7 @@ import torch
 
 from ... import decoding as lmbook_decoding
 from ...grading.checks import Case, Check, Mutant
-from .toy_decoder import COURSE, beam_compare, beam_ref, decoder_case
+from .toy_decoder import COURSE, MARGIN, _beam_trace, _greedy_trace, beam_compare, beam_ref, decoder_case
 
 
 def _beam_with(norm="len", final="norm", after_eos="set_aside", pool="all", add="logp", score="norm",
@@ -44,6 +44,9 @@ def _beam_with(norm="len", final="norm", after_eos="set_aside", pool="all", add=
                     if len(live) == k:
                         break
                     (finished if toks[-1] == eos else live).append((toks, s))
+            elif after_eos == "all":  # every candidate ending in <eos> set aside, also those outside the beam
+                finished += [(toks, s) for s, toks in cands if toks[-1] == eos]
+                live = [(toks, s) for s, toks in cands[:k] if toks[-1] != eos]
             elif after_eos in ("extend", "keep"):
                 live = [(toks, s) for s, toks in cands[:k]]
                 if after_eos == "keep" and all(toks[-1] == eos for toks, _ in live):
@@ -107,6 +110,25 @@ def _narrow_beam_misses(lp, bos, eos, beam, max_len, alpha):
                                                                                       alpha)
 
 
+def _outside_the_beam_case(V=12, max_len=3, bos=0, eos=1, beam=2, alpha=1.0):
+    """A table where a candidate ending in <eos> just misses the first step's beam (two tokens beat it), and
+    every later step is nearly flat, so nothing that grows from the beam scores as well as it: a search that
+    kept it, though it never made the beam, would return it."""
+    def make(g, device):
+        for _ in range(500):
+            logits = torch.randn(max_len, V, V, generator=g) * 0.3
+            live = torch.randperm(V - 2, generator=g)[:2] + 2  # neither <bos> nor <eos>
+            logits[0, bos, live] += 3.0
+            logits[0, bos, eos] += 2.7
+            log_probs = torch.log_softmax(logits, -1)
+            args = (log_probs, bos, eos, beam, max_len, alpha)
+            if (_beam_trace(*args)[2] >= MARGIN and _greedy_trace(log_probs, bos, eos, max_len)[1] >= MARGIN
+                    and beam_compare(_mutant("set aside every candidate").fn(*args), beam_ref(*args)) is not None):
+                return (log_probs.to(device), bos, eos, beam, max_len, alpha), {}
+        raise RuntimeError("no toy decoder with the required property was found")  # a bug in the case
+    return make
+
+
 def _mutant(start: str) -> Mutant:
     return next(m for m in BEAM_MUTANTS if m.misconception.startswith(start))
 
@@ -156,6 +178,9 @@ BEAM_MUTANTS = [
     Mutant(_beam_with(greedy=True), "ignored beam_size: keeping one hypothesis is greedy decoding"),
     Mutant(_beam_with(early=True), "stopped as soon as a step's best candidate ended in <eos>: go on while any "
                                    "hypothesis is live; a longer one may still have a better normalised score"),
+    Mutant(_beam_with(after_eos="all"), "set aside every candidate that ends in <eos>, also those outside the "
+                                        "step's beam_size best: only a candidate that makes the beam is kept, "
+                                        "finished or not"),
 ]
 
 
@@ -171,7 +196,9 @@ BEAM = Check(
                 _beam_case(4, 5, 3, 0, 3, 0.7, _alpha_matters)),
            Case("V=5, max_len=5, beam 2, alpha=1: some hypotheses finish early",
                 _beam_case(5, 5, 4, 2, 2, 1.0, _all(_names("refilled"), _differ("kept finished", "stopped as")),
-                           eos_bias=1.0, first_eos_bias=1.0))],
+                           eos_bias=1.0, first_eos_bias=1.0)),
+           Case("V=12, max_len=3, beam 2, alpha=1: <eos> just misses the beam, and no continuation is likely",
+                _outside_the_beam_case())],
     hidden_cases=[Case("beam 1 is greedy decoding", _beam_case(5, 5, 0, 1, 1, 1.0)),
                   Case("a hypothesis cut off at max_len beats the finished ones",
                        _beam_case(4, 4, 1, 3, 2, 1.0, _cut_off_wins)),
@@ -189,6 +216,8 @@ BEAM = Check(
                        _beam_case(5, 5, 1, 0, 3, 1.0, _names("stopped as soon as"), eos_bias=0.8)),
                   Case("V=3, max_len=4, beam 81 holds every candidate (exact), alpha=0.7; a beam of 2 misses it",
                        _beam_case(3, 4, 2, 0, 81, 0.7, _narrow_beam_misses)),
+                  Case("V=12, max_len=3, beam 2, alpha=1: <eos> is the first step's third best, and no "
+                       "continuation is likely", _outside_the_beam_case()),
                   Case("beam 6 wider than the first step's 3 candidates, a float64 table",
                        _beam_case(3, 4, 0, 1, 6, 1.0, dtype=torch.float64))],
     mutants=BEAM_MUTANTS,
