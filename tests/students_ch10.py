@@ -270,6 +270,12 @@ def bi_swapped(a, b, cls, sep):
     return [cls, *b, sep, *a, sep], [0] * (len(b) + 2) + [1] * (len(a) + 1)
 
 
+def bi_segments_from_the_first_sep(a, b, cls, sep):
+    ids = [cls, *a, sep] + ([*b, sep] if b is not None else [])
+    end_a = ids.index(sep)  # segment A ends at its [SEP]
+    return ids, [0 if i <= end_a else 1 for i in range(len(ids))]
+
+
 def bi_right_append(a, b, cls, sep):
     ids, segs = [cls], [0]
     for part, seg in ((a, 0), (b, 1)):
@@ -1025,6 +1031,7 @@ WRONG = {
         Student(bi_all_zero, _has(BUILD_INPUTS, "gave every token segment 0")),
         Student(bi_segments_one_two, _has(BUILD_INPUTS, "numbered the segments 1 and 2")),
         Student(bi_none_as_empty, _has(BUILD_INPUTS, "added a second [SEP] when b is None")),
+        Student(bi_segments_from_the_first_sep, _has(BUILD_INPUTS, "found where segment A ends by looking")),
         Student(bi_swapped, None),
         Student(bi_list_of_lists, None, note="a list for a tuple"),
         Student(bi_tensors, None, note="tensors for lists"),

@@ -314,6 +314,11 @@ def il_mask_prompt_instead(logits, ids, response_mask):
     return -logp[~response_mask[:, 1:]].mean()  # the prompt (and padding) counted, the response left out
 
 
+def il_pad_with_zero(logits, ids, response_mask):
+    labels = ids.masked_fill(~response_mask, 0)[:, 1:]  # "padding is token 0"
+    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=0)
+
+
 def il_right_ignore_index(logits, ids, response_mask):
     labels = ids.masked_fill(~response_mask, -100)[:, 1:]
     return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
@@ -436,6 +441,16 @@ def co_ratio_ignored(flops, tokens_per_param=20.0):
     return n, 20 * n
 
 
+def co_tensors(flops, tokens_per_param=20.0):  # "torch does the maths"
+    n = torch.sqrt(torch.tensor(flops / (6 * tokens_per_param), dtype=torch.float64))
+    return n, tokens_per_param * n
+
+
+def co_rounded(flops, tokens_per_param=20.0):  # "a number of parameters is a whole number"
+    n = round(math.sqrt(flops / (6 * tokens_per_param)))
+    return n, round(tokens_per_param * n)
+
+
 def co_right_tokens_first(flops, tokens_per_param=20.0):
     tokens = math.sqrt(flops * tokens_per_param / 6)
     return tokens / tokens_per_param, tokens
@@ -493,6 +508,7 @@ WRONG = {
         Student(il_input_mask, _has(INSTRUCTION_LOSS, "masked with response_mask[:, :-1]")),
         Student(il_exp, _has(INSTRUCTION_LOSS, "computed the softmax from exp(logits) itself")),
         Student(il_mask_prompt_instead, None),
+        Student(il_pad_with_zero, _has(INSTRUCTION_LOSS, "left out the response tokens whose id is 0")),
     ],
     "dpo_loss": [
         Student(dp_flipped, _has(DPO_LOSS, "flipped the sign of the margin")),
@@ -513,6 +529,8 @@ WRONG = {
         Student(co_d_over_r, _has(COMPUTE_OPTIMAL, "divided N by the ratio")),
         Student(co_list, None),
         Student(co_ratio_ignored, None),
+        Student(co_tensors, None),
+        Student(co_rounded, None),
     ],
 }
 

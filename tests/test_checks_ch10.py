@@ -415,3 +415,18 @@ def test_the_right_answers_may_use_torch_nn_on_the_meta_device():
     """Counting with torch.nn layers built on the meta device is allowed: only BERT's ready-made classes are
     refused."""
     check("count_parameters", STUDENTS_RIGHT["count_parameters"][0])
+
+
+def test_a_sentence_that_holds_the_separator_id_is_segmented_by_position():
+    import students_ch10
+
+    from lmbook.grading.checks import run_check
+    from lmbook.tasks.ch10.build_inputs import BUILD_INPUTS
+
+    with pytest.raises(CheckFailed) as failed:
+        run_check(BUILD_INPUTS, students_ch10.bi_segments_from_the_first_sep, device=torch.device("cpu"),
+                  verbose=False)
+    message = str(failed.value)
+    assert "found where segment A ends by looking for the [SEP] id" in message, message
+    # the case's name holds brackets: the smallest input is still found, and its problem shown whole
+    assert "a = [102, 101]" in message and "it fails: segments: returned" in message, message

@@ -58,6 +58,11 @@ def test_failure_kind_keeps_the_words_and_drops_what_differs_between_students():
     assert a == b == "got # where # was expected, at index (#, #)"
 
 
+def test_failure_kind_drops_a_case_name_that_holds_brackets_whole():
+    kind = failure_kind(_message("t", "a holds the [SEP] id 102 itself, b of 3", "segments: returned [0, 1]"), "t")
+    assert kind == "segments: returned [#, #]", kind
+
+
 def test_answers_to_grade_by_hand_scores_set_by_hand_and_late_work_are_listed():
     s = summarize("ch06", _class(), TASKS, manual_tasks=["explain"])
     assert s.pending == {"explain": ["s4"]}

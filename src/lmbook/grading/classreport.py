@@ -33,6 +33,18 @@ def named_mistakes(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _without_case_name(text: str) -> str:
+    """A problem without the case's name in front, brackets and all ("[a holds the [SEP] id] segments: ...")."""
+    if not text.startswith("["):
+        return text
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if depth == 0:
+            return text[i + 1:].lstrip()
+    return text
+
+
 def failure_kind(message: str, task: str = "") -> str:
     """A failure's kind in the check's words, with what differs between students taken out: the first
     problem of the message, without the case's name and with every number as ``#``. Students whose answers
@@ -42,7 +54,7 @@ def failure_kind(message: str, task: str = "") -> str:
     text = bullets[0] if bullets else (lines[0] if lines else "")
     if task and text.startswith(f"{task}: "):
         text = text[len(task) + 2:]
-    text = re.sub(r"^\[[^\]]*\]\s*", "", text)  # the case's name
+    text = _without_case_name(text)
     text = re.sub(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?", "#", text)
     return text[:200] or "failed (no message)"
 

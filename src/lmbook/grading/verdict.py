@@ -242,10 +242,16 @@ def _size(x) -> int:
     return 1
 
 
+def _detail(o: Outcome, problem: str) -> str:
+    """A case's problem without the case's name in front (a name may hold brackets: "[SEP] 102")."""
+    prefix = f"[{o.case.name}] "
+    return problem[len(prefix):] if problem.startswith(prefix) else problem
+
+
 def _kind(o: Outcome, problem: str) -> str:
     if o.raised is not None:
         return "raised " + o.raised.split(":", 1)[0]
-    detail = problem.split("] ", 1)[1] if problem.startswith("[") else problem
+    detail = _detail(o, problem)
     head = detail.split(": ", 1)[0]
     return head if " " not in head else detail.split(" ", 1)[0]
 
@@ -255,7 +261,7 @@ def smallest_failure(check, main: Sequence[Outcome], problems: Sequence[str | No
     """The smallest failing input of the first failing visible case that has smaller versions, shown in full;
     the case itself when none of them fails (its inputs are visible anyway) and it is small enough to print.
     Nothing when every failing case says the same (a list returned for a tuple): the input does not matter."""
-    details = {p.split("] ", 1)[-1] for p in problems if p}
+    details = {_detail(o, p) for o, p in zip(main, problems, strict=True) if p}
     if len(details) == 1 and sum(p is not None for p in problems) > 1 and \
             details.pop().startswith(("returned a", "returned dtype", "changed its input")):
         return None
@@ -272,7 +278,7 @@ def smallest_failure(check, main: Sequence[Outcome], problems: Sequence[str | No
         s, p = found or (o, problem)
         if _size((s.args, s.kwargs)) > (400 if s is not o else 120):  # an unshrunk case: random digits, keep short
             continue
-        detail = p.split("] ", 1)[1] if p.startswith("[") else p
+        detail = _detail(s, p)
         if s.raised is not None:
             return reproduction(check.task, check.reference, s.args, s.kwargs, reference_of(check, s), None,
                                 detail, raised=True)

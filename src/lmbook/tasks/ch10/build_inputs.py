@@ -47,7 +47,11 @@ def _build_with(mistake: str):
             segs_a = [seg_a] * len(head + a) + [seg_b] * len(mid)
         elif mistake == "all_zero":
             segs_a, segs_b = [0] * len(segs_a), [0] * len(segs_b)
-        return [*head, *a, *mid, *b, *tail], segs_a + segs_b
+        ids = [*head, *a, *mid, *b, *tail]
+        if mistake == "by_value":  # segment A ends at the first [SEP] id found
+            first = ids.index(sep)
+            return ids, [seg_a] * (first + 1) + [seg_b] * (len(ids) - first - 1)
+        return ids, segs_a + segs_b
     return fn
 
 
@@ -84,11 +88,19 @@ def _build_compare(out, ref) -> str | None:
     return None
 
 
-def _build_case(len_a: int, len_b: int | None, cls: int = 101, sep: int = 102, V: int = 30522):
+def _build_case(len_a: int, len_b: int | None, cls: int = 101, sep: int = 102, V: int = 30522,
+                stray: bool = False):
+    """``stray``: a holds the [SEP] id and the [CLS] id itself (an id is just an int: nothing in the statement
+    keeps them out of a sentence), so only positions, not values, tell where a ends."""
     def make(g, device):
         draw = [i for i in range(V) if i not in (cls, sep)]
         pick = torch.randint(0, len(draw), (len_a + (len_b or 0),), generator=g).tolist()
         toks = [draw[i] for i in pick]
+        if stray:
+            at = torch.randperm(len_a, generator=g)[:2].tolist()
+            toks[at[0]] = sep
+            if len(at) > 1:
+                toks[at[1]] = cls
         return ((toks[:len_a], None if len_b is None else toks[len_a:], cls, sep), {})
     return make
 
@@ -100,12 +112,15 @@ BUILD_INPUTS = Check(
     compare=_build_compare,
     cases=[sized("a of 4 ids, b of 3 (BERT's [CLS] 101, [SEP] 102)", _build_case, len_a=4, len_b=3,
                  floors={"len_a": 1, "len_b": 1}),
-           sized("a single sentence of 5 ids, b = None", _build_case, len_a=5, len_b=None, floors={"len_a": 1})],
+           sized("a single sentence of 5 ids, b = None", _build_case, len_a=5, len_b=None, floors={"len_a": 1}),
+           sized("a of 5 ids that holds the [SEP] id 102 and the [CLS] id 101 itself, b of 3", _build_case,
+                 len_a=5, len_b=3, stray=True, floors={"len_a": 2, "len_b": 1})],
     hidden_cases=[Case("fresh: a of 6, b of 9", _build_case(6, 9)),
                   Case("a and b of one id each", _build_case(1, 1)),
                   Case("a single id, b = None", _build_case(1, None)),
                   Case("a small vocabulary: [CLS] 1, [SEP] 2", _build_case(3, 4, cls=1, sep=2, V=20)),
-                  Case("a long a (50 ids), a short b (2)", _build_case(50, 2))],
+                  Case("a long a (50 ids), a short b (2)", _build_case(50, 2)),
+                  Case("a holds the [SEP] and [CLS] ids itself", _build_case(7, 4, stray=True))],
     mutants=[
         Mutant(_build_with("last_sep_zero"), "put the [SEP] that ends b in segment 0: it belongs to segment B, like "
                                              "b, so b [SEP] is all 1s"),
@@ -119,6 +134,8 @@ BUILD_INPUTS = Check(
         Mutant(_build_with("all_zero"), "gave every token segment 0: the tokens of b [SEP] are in segment 1"),
         Mutant(_build_with("from_one"), "numbered the segments 1 and 2: they are 0 (A) and 1 (B), the rows of "
                                         "E_seg"),
+        Mutant(_build_with("by_value"), "found where segment A ends by looking for the [SEP] id: a sentence may "
+                                        "hold that id itself; A is [CLS] a [SEP] by position, len(a) + 2 tokens"),
         Mutant(_build_with("none_as_empty"), "added a second [SEP] when b is None (treating it as an empty b): a "
                                              "single sentence is [CLS] a [SEP]"),
     ],

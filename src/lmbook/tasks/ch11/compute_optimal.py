@@ -54,12 +54,15 @@ def _random(g, device):
     return ((10.0 ** exponent,), {"tokens_per_param": ratio})
 
 
-def _number(x) -> float | None:
-    if isinstance(x, torch.Tensor) and x.numel() == 1:
-        x = x.item()
+def _not_a_float(x) -> str | None:
+    """What the statement's "two floats" rules out: a tensor, an int, anything that is not a real number."""
+    if isinstance(x, torch.Tensor):
+        return f"returned {describe_value(x)}, expected a Python float (.item() makes one)"
     if isinstance(x, bool) or not isinstance(x, numbers.Real):
-        return None
-    return float(x)
+        return f"returned {describe_value(x)}, expected a number (float)"
+    if isinstance(x, numbers.Integral):
+        return f"returned the int {x}, expected a float: N and D are real numbers (do not round them)"
+    return None
 
 
 def _optimal_compare(out, ref) -> str | None:
@@ -68,9 +71,10 @@ def _optimal_compare(out, ref) -> str | None:
     if not isinstance(out, tuple) or len(out) != 2:
         return f"returned {describe_value(out)}, expected a tuple (n_params, n_tokens) of two numbers"
     for name, o, r in zip(("n_params", "n_tokens"), out, ref, strict=True):
-        value = _number(o)
-        if value is None:
-            return f"{name}: returned {describe_value(o)}, expected a number (float)"
+        wrong_type = _not_a_float(o)
+        if wrong_type:
+            return f"{name}: {wrong_type}"
+        value = float(o)
         if not math.isclose(value, r, rel_tol=1e-9):
             said, expected = distinct_pair(value, r)
             return f"{name}: returned {said}, expected {expected} ({how_far(value, r)})"

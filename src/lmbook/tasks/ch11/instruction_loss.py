@@ -37,6 +37,8 @@ def _loss_with(mistake: str):
             nll = F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1),
                                   reduction="none").view(ids.shape[0], -1)
         m = (response_mask[:, :-1] if mistake == "input_mask" else response_mask[:, 1:]).to(nll.dtype)
+        if mistake == "zero_is_padding":  # ignore_index=0: every target 0 left out, padding or not
+            m = m * (ids[:, 1:] != 0).to(nll.dtype)
         if mistake == "every_token":
             return nll.mean()
         if mistake == "every_position":
@@ -47,8 +49,9 @@ def _loss_with(mistake: str):
     return fn
 
 
-def _batch(g, B: int, n: int, V: int, prompt_lengths=None, response_lengths=None):
-    """ids (B, n): a prompt, a response, then padding (id 0); the response mask True on the response."""
+def _batch(g, B: int, n: int, V: int, prompt_lengths=None, response_lengths=None, zeros: bool = False):
+    """ids (B, n): a prompt, a response, then padding (id 0); the response mask True on the response.
+    ``zeros``: token 0 is also written in every response (an id like any other: only the mask tells padding)."""
     ids = torch.zeros(B, n, dtype=torch.long)
     mask = torch.zeros(B, n, dtype=torch.bool)
     for b in range(B):
@@ -61,13 +64,17 @@ def _batch(g, B: int, n: int, V: int, prompt_lengths=None, response_lengths=None
         if not mask[b, -1]:
             mask[b, int(mask[b].nonzero()[0]):] = True
             ids[b, ids[b] == 0] = torch.randint(1, V, (int((ids[b] == 0).sum()),), generator=g)
+    if zeros:
+        for b in range(B):
+            at = mask[b].nonzero()[:, 0]
+            ids[b, at[int(torch.randint(0, len(at), (1,), generator=g))]] = 0
     return ids, mask
 
 
 def _loss_case(B: int, n: int, V: int, scale: float = 2.0, dtype=torch.float32, prompt_lengths=None,
-               response_lengths=None):
+               response_lengths=None, zeros: bool = False):
     def make(g, device):
-        ids, mask = _batch(g, B, n, V, prompt_lengths, response_lengths)
+        ids, mask = _batch(g, B, n, V, prompt_lengths, response_lengths, zeros)
         logits = torch.randn(B, n, V, generator=g) * scale
         return ((in_dtype(logits, dtype).to(device), ids.to(device), mask.to(device)), {})
     return make
@@ -94,7 +101,9 @@ INSTRUCTION_LOSS = Check(
     cases=[sized("3 sequences of 10 positions, 12 tokens", _loss_case, B=3, n=10, V=12, floors=SHRINK),
            Case("responses of 1 and 6 tokens after prompts of 2 and 3",
                 _loss_case(2, 9, 8, prompt_lengths=[2, 3], response_lengths=[1, 6])),
-           sized("float64 logits, 2 sequences of 7", _loss_case, B=2, n=7, V=5, dtype=torch.float64, floors=SHRINK)],
+           sized("float64 logits, 2 sequences of 7", _loss_case, B=2, n=7, V=5, dtype=torch.float64, floors=SHRINK),
+           Case("token 0 inside each response (padding is 0 too: only the mask tells them apart)",
+                _loss_case(2, 8, 6, prompt_lengths=[2, 3], response_lengths=[4, 3], zeros=True))],
     hidden_cases=[Case("a batch of one", _loss_case(1, 8, 10)),
                   Case("a response of one token", _loss_case(2, 6, 7, prompt_lengths=[5, 1], response_lengths=[1, 1])),
                   Case("responses of very different lengths", _loss_case(3, 20, 9, prompt_lengths=[1, 2, 10],
@@ -103,7 +112,8 @@ INSTRUCTION_LOSS = Check(
                                                                                   response_lengths=[4, 3, 2])),
                   Case("large logits (std 100): exp overflows", _loss_case(3, 10, 12, scale=100.0)),
                   Case("float64 logits", _loss_case(4, 12, 16, dtype=torch.float64)),
-                  Case("fresh: 16 sequences of 40, 50 tokens", _loss_case(16, 40, 50))],
+                  Case("fresh: 16 sequences of 40, 50 tokens", _loss_case(16, 40, 50)),
+                  Case("token 0 inside the responses", _loss_case(4, 12, 9, zeros=True))],
     mutants=[
         Mutant(_loss_with("every_token"), "averaged the loss over the prompt tokens too (and the padding): only the "
                                           "response tokens are counted, the prompt is given, never written"),
@@ -116,6 +126,9 @@ INSTRUCTION_LOSS = Check(
                                        "next token, so logits[:, :-1] are scored against ids[:, 1:]"),
         Mutant(_loss_with("input_mask"), "masked with response_mask[:, :-1], the inputs' mask: the targets are "
                                          "ids[:, 1:], so their mask is response_mask[:, 1:]"),
+        Mutant(_loss_with("zero_is_padding"), "left out the response tokens whose id is 0 (ignore_index=0, or a "
+                                              "mask from ids != 0): 0 is a token like any other; response_mask "
+                                              "alone says which tokens count"),
         Mutant(_loss_with("naive"), "computed the softmax from exp(logits) itself: exp overflows for large logits; "
                                     "use torch.log_softmax, logsumexp or F.cross_entropy"),
     ],
