@@ -12,7 +12,7 @@ import pytest
 import torch
 from test_verdict import grader_verdict, kernel_verdict
 
-from lmbook.grading import watch
+from lmbook.grading import fence, watch
 from lmbook.grading.checks import Mutant
 from lmbook.grading.judge import checks_module, is_test_cell, parse_test_cell
 from lmbook.tasks import ASSIGNMENTS
@@ -96,10 +96,12 @@ MUTANTS = [(a, task, i) for a, task in TASKS for i in range(len(_registry(a).che
 def test_every_known_wrong_answer_fails_is_named_and_gets_the_same_verdict_in_the_grader(
         assignment, task, index, capsys, monkeypatch):
     # The mistake plays the student's own code. It lives in lmbook.tasks and may use torch's op for the task, both
-    # of which the run-time watch refuses (tests/test_watch.py): here the watch looks away, in Jupyter and in the
-    # grader alike, so that what is tested is the verdict on the mistake's output.
+    # of which the run-time watch and the fence refuse (tests/test_watch.py, tests/test_fence.py): here the watch
+    # looks away and the fence stays down, in Jupyter and in the grader alike, so that what is tested is the
+    # verdict on the mistake's output.
     for hook in ("_profile", "_torch_call", "_aten_call"):
         monkeypatch.setattr(watch.CallWatch, hook, lambda self, *args: None)
+    monkeypatch.setattr(fence.Fence, "__enter__", lambda self: self)
     check = _registry(assignment).checks[task]
     mutant: Mutant = check.mutants[index]
     key = f"{assignment}.{task}.{index}"

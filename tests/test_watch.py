@@ -285,7 +285,7 @@ def test_a_thread_the_watch_did_not_start_is_tampering_in_the_grader():
 def test_an_answer_that_recurses_without_end_fails_with_its_error_and_is_not_tampering():
     def answer(x, dim=-1):
         return answer(x, dim)  # the base case forgotten
-    w = watch.CallWatch(LOG_SOFTMAX, strict=True)
+    w = watch.CallWatch(LOG_SOFTMAX)  # not strict: a thread the test runner started is not the answer's
     result = values.call_once(answer, [torch.randn(3, 4)], {}, 0, around=w)
     assert result.get("raised", "").startswith("RecursionError"), result
     assert w.tampered is None, w.tampered
@@ -297,7 +297,7 @@ def test_an_answer_interrupted_inside_the_watch_is_not_tampering():
         # interrupt unwinds the answer
         sys.setprofile(None)
         raise KeyboardInterrupt
-    w = watch.CallWatch(LOG_SOFTMAX, strict=True)
+    w = watch.CallWatch(LOG_SOFTMAX)  # not strict: a thread the test runner started is not the answer's
     with pytest.raises(KeyboardInterrupt):
         values.call_once(answer, [torch.randn(3, 4)], {}, 0, around=w)
     assert w.tampered is None, w.tampered
