@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .readymade import FENCE_FILE, forbidden_overloads, torch_match
-from .watch import CallWatch, forbidden_functions, plumbing
+from .readymade import FENCE_FILE, forbidden_overloads
+from .watch import CallWatch, forbidden_functions, plumbing, ran_op
 
 if TYPE_CHECKING:
     from .checks import Check
@@ -151,12 +151,7 @@ class Guarded:
     def found(self) -> str | None:
         if self.watch.found:
             return self.watch.found
-        op = self._fence.hit
-        if op is None:
-            return None
-        bare = op.removeprefix("aten::").split(".")[0]
-        return (f"ran torch's `{torch_match(bare, self._attrs) or bare}` while it ran, a ready-made "
-                "implementation of this task")
+        return ran_op(self._fence.hit, self._attrs) if self._fence.hit else None
 
     @property
     def tampered(self) -> str | None:

@@ -409,9 +409,7 @@ class CallWatch:
         if hit is None:
             hit = self._aten_seen[func] = getattr(getattr(func, "_schema", None), "name", "") in self._aten
         if hit:
-            op = func._schema.name.removeprefix("aten::")
-            self.found = (f"ran torch's `{torch_match(op, self._attrs) or op}` while it ran, a ready-made "
-                          "implementation of this task")
+            self.found = ran_op(func._schema.name, self._attrs)
 
     # entering and leaving
 
@@ -464,6 +462,13 @@ class CallWatch:
             elif strangers:
                 self.tampered = ("ran beside a thread the grader did not start, whose calls it could not watch "
                                  f"({len(strangers)} thread(s))")
+
+
+def ran_op(op: str, forbidden: Sequence[str]) -> str:
+    """What running a forbidden operator (``aten::_log_softmax``, any overload) is, in the task's own words."""
+    bare = op.removeprefix("aten::").split(".")[0]
+    return (f"ran torch's `{torch_match(bare, forbidden) or bare}` while it ran, a ready-made implementation of "
+            "this task")
 
 
 _DESCRIBING = {"__repr__", "__str__", "__format__"}  # printing the grader's objects computes nothing
