@@ -140,6 +140,19 @@ def ce_zero_pads_in_place(logits, targets, ignore_index=-100):  # overwrites the
     return -(logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1) * keep).sum() / keep.sum()
 
 
+def ce_view(logits, targets, ignore_index=-100):  # .view flattens a fresh tensor, not logits[:, :-1]
+    logp, t = _logp(logits.view(-1, logits.shape[-1])), targets.view(-1)
+    keep = t != ignore_index
+    return -logp[keep].gather(1, t[keep].unsqueeze(1)).mean()
+
+
+def ce_constant_normaliser(logits, targets, ignore_index=-100):  # "the log-sum-exp is only a constant"
+    lse = torch.logsumexp(logits, -1, keepdim=True).detach()
+    logp, t = (logits - lse).reshape(-1, logits.shape[-1]), targets.reshape(-1)
+    keep = t != ignore_index
+    return -logp[keep].gather(1, t[keep].unsqueeze(1)).mean()
+
+
 def ce_right_loop(logits, targets, ignore_index=-100):
     flat, t = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
     total, n = 0.0, 0
@@ -400,6 +413,8 @@ WRONG = {
         Student(ce_per_sequence, has=_has(CROSS_ENTROPY, "averaged each sentence's words"),
                 note="mean of per-sentence means"),
         Student(ce_zero_pads_in_place, has=None, note="overwrites the padding ids in place"),
+        Student(ce_view, has=None, note="flattens with .view: refused by sliced logits"),
+        Student(ce_constant_normaliser, has=None, note="right value, the log-sum-exp detached: a wrong gradient"),
     ],
     "perplexity": [
         Student(ppl_tensor, has=None, note="returns a tensor"),

@@ -120,9 +120,13 @@ def tf_right_logsumexp_loop(logits, y, pad_id):
             target = int(y[b, t + 1])
             if target == pad_id:
                 continue
-            total += float(torch.logsumexp(logits[b, t], 0) - logits[b, t, target])
+            total = total + (torch.logsumexp(logits[b, t], 0) - logits[b, t, target])
             count += 1
     return total / count
+
+
+def tf_python_float(logits, y, pad_id):  # the right number, as a float: nothing to train through
+    return float(tf_right_logsumexp_loop(logits, y, pad_id))
 
 
 def tf_right_one_hot(logits, y, pad_id):
@@ -689,6 +693,7 @@ WRONG = {
         Student(tf_loop_off_by_one, None, "a loop that skips the last position"),
         Student(tf_global_max, None, "one maximum for the whole batch: rows far below it underflow"),
         Student(tf_zeroes_pad_logits, None, "zeroes the caller's padded logits in place"),
+        Student(tf_python_float, None, "the right number as a Python float: nothing to train through"),
         Student(tf_pad_smallest, None, "keeps the ids above pad_id"),
         Student(tf_numpy, None, "returns a NumPy array"),
     ],

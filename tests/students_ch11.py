@@ -389,8 +389,22 @@ def dp_right_softplus(policy_chosen, policy_rejected, ref_chosen, ref_rejected, 
 
 def dp_right_log1p(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta):
     z = beta * ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected))
-    # ln(1 + e^-z) written stably on both sides
+    # ln(1 + e^-z) written stably on both sides; each branch clamped to its own side, so that the branch
+    # torch.where drops never overflows either (its gradient is computed too)
+    pos, neg = z.clamp(min=0), z.clamp(max=0)
+    return torch.where(z > 0, torch.log1p(torch.exp(-pos)), -neg + torch.log1p(torch.exp(neg))).mean()
+
+
+def dp_where_overflows_unseen(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta):
+    z = beta * ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected))
+    # the right value, but the branch torch.where drops still overflows: its gradient is inf * 0 = nan
     return torch.where(z > 0, torch.log1p(torch.exp(-z)), -z + torch.log1p(torch.exp(z))).mean()
+
+
+def dp_policy_detached(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta):
+    # "the log-probabilities are given": treated as constants, so no gradient reaches the policy
+    chosen, rejected = policy_chosen.detach(), policy_rejected.detach()
+    return -F.logsigmoid(beta * ((chosen - ref_chosen) - (rejected - ref_rejected))).mean()
 
 
 def dp_right_stacked(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta):
@@ -519,6 +533,8 @@ WRONG = {
         Student(dp_log_sigmoid, _has(DPO_LOSS, "computed ln σ(z) as log(sigmoid(z))")),
         Student(dp_sum, _has(DPO_LOSS, "summed over the pairs")),
         Student(dp_ratio_of_probs, None),
+        Student(dp_where_overflows_unseen, None, "right value, nan gradient from the branch torch.where drops"),
+        Student(dp_policy_detached, None, "right value, no gradient reaches the policy"),
     ],
     "compute_optimal": [
         Student(co_no_six, _has(COMPUTE_OPTIMAL, "left out the 6")),

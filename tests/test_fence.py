@@ -147,6 +147,14 @@ def test_an_honest_answer_passes_under_the_fence():
     assert _message(own_log_softmax) is None
 
 
+def test_the_fence_switched_off_in_an_earlier_cell_is_seen_as_tampering(monkeypatch):
+    from lmbook.grading import runner
+
+    expected = runner._fingerprint(None)  # taken before the notebook's first cell
+    monkeypatch.setattr(Fence, "__enter__", lambda self: self)  # what a cell reaching the module could do
+    assert runner._tampering_seen(expected, None) == \
+        "the notebook changed the grader's own code or the task definitions in the sandbox"
+
 
 def test_a_fence_inside_another_refuses_and_both_come_down():
     x = torch.randn(2, 5)

@@ -46,14 +46,13 @@ def grader_verdict(check: Check, answer, *, hidden: bool, seed: int) -> tuple[bo
         a = [runner._load(spec, wire, CPU) for spec in specs]
         kw = {k: runner._load(spec, wire, CPU) for k, spec in kw_specs.items()}
         watch = CallWatch(check)  # the runner's run-time second opinion
-        got = values.call_once(answer, a, kw, case_seed(seed, index), around=watch)
+        got = values.call_once(answer, a, kw, case_seed(seed, index), around=watch, grad_of=check.grad_of)
         if watch.found:
             return False, forbidden_message(check, watch.found)
         reply: values.Arrays = {}
-        spec = runner._save(got["out"], f"c{i}", reply) if "out" in got else None
-        result = judge._read(spec, json.loads(json.dumps(values.to_wire(reply)))) if "out" in got else None
-        outcomes.append(Outcome(case, case_seed(seed, index), args, kwargs, result, got.get("raised"), got["changed"],
-                                parent))
+        sent_back = json.loads(json.dumps(runner.reply_of(got, f"c{i}", reply)))
+        outcomes.append(judge.outcome_of(sent_back, check, case, case_seed(seed, index), args, kwargs, parent,
+                                         json.loads(json.dumps(values.to_wire(reply)))))
     return decide(check, outcomes, hidden)
 
 
@@ -87,6 +86,36 @@ def test_tensors_keep_dtype_and_gradient_tracking():
         assert back.dtype == dtype and torch.equal(back, t)
     assert values.round_trip(torch.ones(2, requires_grad=True) * 2).requires_grad
     assert not values.round_trip(torch.ones(2)).requires_grad
+
+
+LAYOUTS = {"a slice of a longer sequence": lambda x: x[:, :-1], "a transpose": lambda x: x.transpose(1, 2),
+           "every other position": lambda x: x[:, ::2], "a bfloat16 slice": lambda x: x.bfloat16()[1:, 1:],
+           "float64, all axes permuted": lambda x: x.double().permute(2, 0, 1)}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_an_input_that_is_not_contiguous_crosses_the_wall_with_its_layout(layout):
+    x = LAYOUTS[layout](torch.randn(3, 5, 4))
+    back = values.round_trip(x, inputs=True)
+    assert not back.is_contiguous() and back.stride() == x.stride(), (back.stride(), x.stride())
+    assert back.dtype == x.dtype and torch.equal(back, x)
+    assert values.round_trip(x).is_contiguous(), "a student's result is read as values, whatever its layout"
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_input_shown_to_paste_keeps_its_layout(layout):
+    from lmbook.grading.reproduce import tensor_code
+
+    x = values.round_trip(LAYOUTS[layout](torch.randn(3, 5, 4)), inputs=True)  # as the sandbox has it
+    made = eval(tensor_code(x), {"torch": torch})  # noqa: S307 - the grader's own code for a tensor
+    assert made.stride() == x.stride() and made.dtype == x.dtype and torch.equal(made, x), tensor_code(x)
+
+
+def test_a_slice_is_shown_as_a_slice_of_the_larger_tensor():
+    from lmbook.grading.reproduce import tensor_code
+
+    code = tensor_code(torch.arange(12.0).reshape(2, 3, 2)[:, :-1])
+    assert code.endswith("[:, :2]"), code
 
 
 def test_a_result_is_bounded_but_the_graders_inputs_are_not():

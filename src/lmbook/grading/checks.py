@@ -72,6 +72,9 @@ class Check:
     keep_dtype: bool = False
     # The statement asks that the gradient flow back into the inputs that track one (a learned table, say).
     needs_grad: bool = False
+    # The arguments (by position) a loss is trained through: the gradient the answer's result gives them is
+    # checked against autograd on the reference (:mod:`.gradients`).
+    grad_of: tuple[int, ...] = ()
     # Whether the answer must leave its inputs as they were (the exercises say so, unless a task works in place).
     inputs_kept: bool = True
     run: Callable | None = None  # custom runner (e.g. a training task); default: call and compare
@@ -145,13 +148,16 @@ def run_check(check: Check, answer: Callable, *, hidden: bool = False, seed: int
         watch = Guarded(check)  # what the answer calls is seen, and its ready-made answers do not compute
         try:
             result = values.call_once(answer, passed_in[0], passed_in[1], case_seed(seed, i), around=watch,
-                                      device=device)
+                                      device=device, grad_of=check.grad_of)
         except NotImplementedError:
             raise CheckFailed(not_implemented(check)) from None
         if watch.found or watch.tampered:
             raise CheckFailed(forbidden_message(check, watch.found or watch.tampered))
         out = values.round_trip(result["out"], device) if "out" in result else None
-        return Outcome(case, case_seed(seed, i), args, kwargs, out, result.get("raised"), result["changed"], parent)
+        grads = result.get("grads")
+        grads = [None if g is None else values.round_trip(g) for g in grads] if isinstance(grads, list) else grads
+        return Outcome(case, case_seed(seed, i), args, kwargs, out, result.get("raised"), result["changed"], parent,
+                       grads)
 
     outcomes = [run(*p) for p in main]
     ok, message = decide(check, outcomes, hidden)

@@ -278,20 +278,33 @@ def _judge_call(pid: str, call: Call, check: Check, result: dict, plan: _Plan, a
             if parent is None:  # a smaller version with no result is only not shown
                 missing.append(case.name)
             continue
-        changed = got.get("changed") if isinstance(got.get("changed"), list) else []
-        changed = [str(c)[:40] for c in changed[:16]]
-        if "raised" in got:
-            outcomes.append(Outcome(case, seed, args, kwargs, raised=str(got["raised"])[:600], changed=changed,
-                                    parent=parent))
-        else:
-            outcomes.append(Outcome(case, seed, args, kwargs, _read(got.get("ok"), arrays), changed=changed,
-                                    parent=parent))
+        outcomes.append(outcome_of(got, check, case, seed, args, kwargs, parent, arrays))
     try:
         ok, msg = decide(check, outcomes, call.hidden, missing)
     except Exception as e:  # noqa: BLE001 - a malformed output is the student's wrong answer
         said = "" if call.hidden else f" ({type(e).__name__}: {str(e)[:300]})"  # a hidden case's is not shown
         return False, f"{check.task}: your output could not be compared{said}", 0
     return ok, msg, len(outcomes) if ok else _cases_passed(check, outcomes)
+
+
+def outcome_of(got: dict, check: Check, case, seed: int, args, kwargs, parent, arrays) -> Outcome:
+    """One case's reply from the sandbox (:func:`.runner.reply_of`), read as plain data."""
+    changed = got.get("changed") if isinstance(got.get("changed"), list) else []
+    changed = [str(c)[:40] for c in changed[:16]]
+    if "raised" in got:
+        return Outcome(case, seed, args, kwargs, raised=str(got["raised"])[:600], changed=changed, parent=parent)
+    return Outcome(case, seed, args, kwargs, _read(got.get("ok"), arrays), changed=changed, parent=parent,
+                   grads=_grads(got.get("grads"), check, arrays))
+
+
+def _grads(got, check: Check, arrays):
+    """The gradients a reply carries, one per input the task is trained through (None: none reached it), or the
+    backward pass's error; None when the reply carries none."""
+    if isinstance(got, str):
+        return got[:300]
+    if not isinstance(got, list) or len(got) != len(check.grad_of):
+        return None if not check.grad_of else [None] * len(check.grad_of)
+    return [None if spec is None else _read(spec, arrays) for spec in got]
 
 
 def _error_kind(raised) -> str:

@@ -150,14 +150,46 @@ def _element(t: torch.Tensor) -> Callable:
     return lambda v: str(int(v))
 
 
+def _layout_code(t: torch.Tensor) -> str | None:
+    """Python that makes ``t`` again with its memory layout, for an input that is not contiguous: a transpose
+    (``torch.tensor(...).transpose(1, 2)``) or a slice of a larger tensor (``torch.tensor(...)[:, :3]``), or
+    else ``as_strided`` over the memory it spans; None for a contiguous ``t``."""
+    if t.is_contiguous() or t.numel() == 0:
+        return None
+    order = sorted(range(t.dim()), key=lambda d: -t.stride(d))  # outermost in memory first
+    stored = t.permute(order)
+    back = tuple(order.index(d) for d in range(t.dim()))
+    permute = "" if order == sorted(order) else (
+        f".transpose{tuple(d for d in range(t.dim()) if back[d] != d)}" if sum(b != d for d, b in enumerate(back)) == 2
+        else f".permute{back}")
+    # the larger contiguous tensor ``stored`` is a corner of, if it is one
+    whole = [stored.shape[0]] + [stored.stride(d - 1) // max(stored.stride(d), 1) for d in range(1, t.dim())]
+    if stored.stride(-1) == 1 and all(stored.stride(d - 1) == whole[d] * stored.stride(d) for d in range(1, t.dim())):
+        try:  # fails when the larger tensor would reach past the memory there is
+            base = stored.as_strided(whole, torch.empty(whole).stride(), stored.storage_offset())
+        except RuntimeError:
+            base = None
+        cut = ", ".join(":" if w == n else f":{n}" for w, n in zip(whole, stored.shape, strict=True)).rstrip(", :")
+        if base is not None:
+            return tensor_code(base) + (f"[{cut}]" if cut else "") + permute
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True))
+    flat = t.as_strided((span,), (1,), t.storage_offset())
+    return f"{tensor_code(flat.contiguous())}.as_strided({tuple(t.shape)}, {t.stride()})"
+
+
 def tensor_code(t: torch.Tensor) -> str:
-    """``torch.tensor([...])`` that makes ``t`` again (its values, shape and dtype)."""
+    """``torch.tensor([...])`` that makes ``t`` again (its values, shape and dtype, and the layout of an input
+    that is not contiguous)."""
+    tracks = t.requires_grad
     t = t.detach().cpu()
+    laid_out = _layout_code(t)
+    if laid_out is not None:
+        return laid_out + (".requires_grad_()" if tracks and t.is_floating_point() else "")
     dtype = {torch.float32: "", torch.int64: "", torch.bool: ""}.get(t.dtype, f", dtype={t.dtype}")
     if t.numel() == 0:
         return f"torch.zeros({tuple(t.shape)}{dtype or ', dtype=torch.' + str(t.dtype).split('.')[-1]})"
     body = _nested(t, _element(t))
-    grad = ", requires_grad=True" if t.requires_grad else ""
+    grad = ", requires_grad=True" if tracks and t.is_floating_point() else ""
     return f"torch.tensor({body}{dtype}{grad})"
 
 

@@ -219,6 +219,19 @@ def _save(value, name: str, arrays: dict) -> dict:
     return encode(value, name, arrays)
 
 
+def reply_of(result: dict, cid: str, out: dict) -> dict:
+    """One case's reply: the result (or what it raised), the arguments it changed, and the gradient it gave each
+    input the task is trained through; tensors go into ``out``."""
+    if "out" not in result:
+        return {"raised": result["raised"], "changed": result["changed"]}
+    reply = {"ok": _save(result["out"], cid, out), "changed": result["changed"]}
+    grads = result.get("grads")
+    if grads is not None:
+        reply["grads"] = grads if isinstance(grads, str) else [
+            None if g is None else _save(g, f"{cid}_grad{j}", out) for j, g in enumerate(grads)]
+    return reply
+
+
 def _error(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e)[:500]}"
 
@@ -241,13 +254,11 @@ def _probe_call(fn, probe: dict, arrays: dict, out: dict, device, check) -> dict
             args = [_load(a, arrays, device) for a in case["args"]]
             kwargs = {k: _load(v, arrays, device) for k, v in case["kwargs"].items()}
             watch = Guarded(check, strict=True) if check is not None else None  # what the answer calls
-            result = call_once(fn, args, kwargs, int(case.get("seed", 0)), around=watch, device=device)
+            result = call_once(fn, args, kwargs, int(case.get("seed", 0)), around=watch, device=device,
+                               grad_of=check.grad_of if check is not None else ())
             found = found or (watch.found if watch is not None else None)
             tampered = tampered or (watch.tampered if watch is not None else None)
-            if "out" in result:
-                results[case["id"]] = {"ok": _save(result["out"], case["id"], out), "changed": result["changed"]}
-            else:
-                results[case["id"]] = {"raised": result["raised"], "changed": result["changed"]}
+            results[case["id"]] = reply_of(result, case["id"], out)
         except NotImplementedError:
             return {"not_implemented": True}
         except TimeLimit:
@@ -364,10 +375,10 @@ _COMPILER_GLOBALS = ("__compiled_fn_", "__resume_at_", "__transformed_code_", "_
 
 def _fingerprint(checks) -> tuple:
     """The runner's own code and the task registry as they are now (identities, not values)."""
-    from lmbook.grading import readymade, values, watch
+    from lmbook.grading import fence, readymade, values, watch
 
     parts = []
-    for module in (sys.modules[__name__], watch, values, readymade, sys.modules["lmbook.grading.checks"]):
+    for module in (sys.modules[__name__], watch, fence, values, readymade, sys.modules["lmbook.grading.checks"]):
         for name, obj in sorted(vars(module).items()):
             if name.startswith(_COMPILER_GLOBALS):
                 continue

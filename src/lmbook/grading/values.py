@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import gradients
 from .readymade import FENCE_FILE
 
 # What is kept of a student's result (a bound on what their code can make the grader read); the grader's own
@@ -49,9 +50,17 @@ def encode(value, name: str, arrays: Arrays, depth: int = 0, *, inputs: bool = F
         dtype = str(t.dtype).removeprefix("torch.")
         if t.dtype == torch.bfloat16:  # NumPy has no bfloat16: carried as float32, restored on decoding
             t = t.float()
-        arrays[f"{name}.npy"] = t.resolve_conj().resolve_neg().numpy().copy()  # never the caller's memory
-        return {"tensor": f"{name}.npy", "dtype": dtype, "device": value.device.type,
+        spec = {"tensor": f"{name}.npy", "dtype": dtype, "device": value.device.type,
                 "grad": bool(value.requires_grad)}
+        if inputs and not value.is_contiguous() and value.numel() > 0:
+            # a case's input laid out as a statement allows (a slice, a transpose) crosses with its layout: the
+            # memory it spans, flat, and its sizes and strides
+            span = 1 + sum((n - 1) * s for n, s in zip(value.shape, value.stride(), strict=True))
+            t = value.detach().as_strided((span,), (1,), value.storage_offset()).cpu()
+            t = t.float() if t.dtype == torch.bfloat16 else t
+            spec |= {"size": list(value.shape), "stride": list(value.stride())}
+        arrays[f"{name}.npy"] = t.resolve_conj().resolve_neg().numpy().copy()  # never the caller's memory
+        return spec
     if type(value) in (bool, int, float):
         if type(value) is int and not -2**63 <= value < 2**63:
             return {"object": "int (too large)"}
@@ -91,6 +100,8 @@ def decode(spec, load: Callable[[str], np.ndarray], device: torch.device | str =
         if spec.get("dtype") == "bfloat16":
             t = t.to(torch.bfloat16)
         t = t.to(device)
+        if inputs and "stride" in spec:  # the grader's own input, laid out as it was made (encode)
+            t = t.as_strided(spec["size"], spec["stride"])
         if spec.get("grad") is True and t.is_floating_point():
             t.requires_grad_(True)  # what the student returned still tracked gradients
         return t
@@ -217,7 +228,7 @@ def _is_stub(e: NotImplementedError) -> bool:
 
 
 def call_once(fn, args: Sequence, kwargs: dict, seed: int, around: AbstractContextManager | None = None,
-              device: torch.device | str = "cpu") -> dict:
+              device: torch.device | str = "cpu", grad_of: Sequence[int] = ()) -> dict:
     """Call a student's function as both the kernel and the grader do, with torch's RNG seeded first.
 
     Returns ``{"out": result}`` or ``{"raised": "TypeError: ...\\nin fn, line 3: ..."}`` (the exception, then the
@@ -227,12 +238,23 @@ def call_once(fn, args: Sequence, kwargs: dict, seed: int, around: AbstractConte
     answer is the answer's result like any other exception.
     The result is made plain (:func:`round_trip`, onto ``device``) inside ``around``: a tensor subclass that
     would compute its value only when it is read computes it under the watch.
+    ``grad_of``: the arguments a gradient must reach; they are passed tracked by autograd, and ``"grads"`` holds
+    the gradient the result gives each (None where none does), or the backward pass's error (:mod:`.gradients`).
     """
     before = [snapshot(a) for a in args], {k: snapshot(v) for k, v in kwargs.items()}
+    args, leaves = gradients.tracked(args, grad_of) if grad_of else (args, [])
     torch.manual_seed(seed)  # a sampling answer draws the same numbers in Jupyter and in the grader
     try:
         with around or nullcontext():  # e.g. the watch over what the answer calls: around the call only
-            result = {"out": round_trip(fn(*args, **kwargs), device)}
+            out = fn(*args, **kwargs)
+            result = {}
+            if grad_of:  # the backward pass runs the answer's code too (a custom autograd.Function)
+                try:
+                    result["grads"] = [None if g is None else round_trip(g, device)
+                                       for g in gradients.answer_grads(out, leaves)]
+                except Exception as e:  # noqa: BLE001 - the student's backward pass failing is their result
+                    result["grads"] = _raised(e).splitlines()[0]
+            result["out"] = round_trip(out, device)
     except NotImplementedError as e:
         if _is_stub(e):
             raise

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from .compare import float64_inputs, to_reference
+from .gradients import gradient_problem
 from .reproduce import reproduction
 
 # How a message names known mistakes (the class report reads them back).
@@ -44,6 +45,7 @@ class Outcome:
     raised: str | None = None
     changed: Sequence[str] = ()
     parent: int | None = None  # a smaller version of visible case ``parent``, run to show a failure small
+    grads: object = None  # the gradient the result gave each of check.grad_of, or the error computing it
 
 
 def reference_of(check, o: Outcome):
@@ -109,6 +111,9 @@ def outcome_problem(check, o: Outcome) -> str | None:
         compared = check.compare(o.out, reference_of(check, o))
     if compared:
         problems.append(compared)
+    elif not problems:
+        gradient = gradient_problem(check, o.args, o.kwargs, o.grads)
+        problems += [f"the value is right, but {gradient}"] if gradient else []
     return f"[{o.case.name}] " + "; ".join(problems) if problems else None
 
 
@@ -147,6 +152,9 @@ def hidden_problem(check, o: Outcome) -> str | None:
             said.append("returned a result of another shape than the expected one")
         else:
             said.append("returned values that differ from the expected ones")
+    elif not said:
+        gradient = gradient_problem(check, o.args, o.kwargs, o.grads, hidden=True)
+        said += [f"returned the right value, but {gradient}"] if gradient else []
     return f"[{o.case.name}] your code " + "; ".join(said or ["returned a wrong result"]) + \
         " (a hidden case's values are not shown)"
 
@@ -163,6 +171,12 @@ def _answer_like(check, ref) -> bool:
 def case_problem(check, case, out, args: tuple, kwargs: dict) -> str | None:
     """None if ``out`` is right for these inputs; else what differs (no diagnosis)."""
     return outcome_problem(check, Outcome(case, 0, args, kwargs, out))
+
+
+def _tracked_as_passed(check, args: tuple) -> tuple:
+    """The arguments a loss is trained through, shown as the answer got them: tracking gradients."""
+    return tuple(a.detach().clone().requires_grad_(True) if i in check.grad_of and isinstance(a, torch.Tensor)
+                 and a.is_floating_point() else a for i, a in enumerate(args))
 
 
 def known_mistakes(check, outcomes: Sequence[Outcome]) -> list[str]:
@@ -282,7 +296,8 @@ def smallest_failure(check, main: Sequence[Outcome], problems: Sequence[str | No
         if s.raised is not None:
             return reproduction(check.task, check.reference, s.args, s.kwargs, reference_of(check, s), None,
                                 detail, raised=True)
-        return reproduction(check.task, check.reference, s.args, s.kwargs, reference_of(check, s), s.out, detail)
+        return reproduction(check.task, check.reference, _tracked_as_passed(check, s.args), s.kwargs,
+                            reference_of(check, s), s.out, detail)
     return None
 
 

@@ -95,6 +95,21 @@ def in_dtype(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return x + x * 2.0 ** -25 * torch.cos(x * 7919.0)
 
 
+def sliced(x: torch.Tensor, dim: int = 1) -> torch.Tensor:
+    """``x``'s values, held as the first positions of a tensor one longer along ``dim`` (as ``logits[:, :-1]`` is):
+    not contiguous in memory, so ``.view`` across ``dim`` refuses it where ``.reshape`` copies."""
+    longer = list(x.shape)
+    longer[dim] += 1
+    whole = torch.zeros(longer, dtype=x.dtype, device=x.device)
+    whole.narrow(dim, 0, x.shape[dim]).copy_(x)
+    return whole.narrow(dim, 0, x.shape[dim])
+
+
+def stored_transposed(x: torch.Tensor, dim0: int, dim1: int) -> torch.Tensor:
+    """``x``'s values, stored with ``dim0`` and ``dim1`` swapped in memory (as ``split_heads`` returns its heads)."""
+    return x.transpose(dim0, dim1).contiguous().transpose(dim0, dim1)
+
+
 def as_int(out) -> int | None:
     """A whole-number answer as a Python int: an int, a whole float, a one-element integer tensor (never a bool);
     None for anything else (the questions that ask for a count compare it with this)."""

@@ -11,6 +11,7 @@ from ... import functional as lmbook_functional
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import OVERFLOW_HINT, describe_scalar_mismatch
 from ..common import randn as _randn
+from ..common import sliced
 from .inputs import scalar_tensor
 
 
@@ -19,7 +20,7 @@ def _ce_ref(logits, targets, ignore_index=-100):
 
 
 def _targets_case(shape, vocab, pad_frac=0.0, pad_id=-100, scale=1.0, keep_one=False, pad_scale=None,
-                  dtype=torch.float32, lengths=None):
+                  dtype=torch.float32, lengths=None, sliced_logits=False):
     def make(g, device):
         logits = _randn((*shape, vocab), g, device, scale).to(dtype)
         targets = torch.randint(0, vocab, shape, generator=g)
@@ -35,6 +36,8 @@ def _targets_case(shape, vocab, pad_frac=0.0, pad_id=-100, scale=1.0, keep_one=F
         if pad_scale is not None:  # padded positions' logits far above the real ones: they dominate if counted
             logits[pad.to(device)] = _randn((int(pad.sum()), vocab), g, device, pad_scale).to(dtype)
         kwargs = {} if pad_id == -100 else {"ignore_index": pad_id}
+        if sliced_logits:  # logits[:, :-1] of a longer sequence, as a language model's loss takes them
+            logits = sliced(logits, 1)
         return ((logits, targets.to(device)), kwargs)
     return make
 
@@ -55,6 +58,8 @@ CE_CASES = [
     Case("(8, 10) logits, no padding", _targets_case((8,), 10)),
     Case("(2, 5, 10): sentences of lengths 5 and 2, padded with -100", _targets_case((2, 5), 10, lengths=[5, 2])),
     Case("large logits (scale 100)", _targets_case((6,), 12, scale=100.0)),
+    Case("(3, 4, 7) logits sliced from a longer sequence (logits[:, :-1]: not contiguous)",
+         _targets_case((3, 4), 7, sliced_logits=True)),
 ]
 CE_HIDDEN = [
     Case("a batch of one", _targets_case((1,), 47)),
@@ -65,6 +70,7 @@ CE_HIDDEN = [
     Case("padded positions' logits far above the real ones (scale 1e4)",
          _targets_case((3, 6), 11, pad_frac=0.5, pad_scale=1e4)),
     Case("float64 logits, ignore_index=0", _targets_case((2, 4), 8, pad_frac=0.3, pad_id=0, dtype=torch.float64)),
+    Case("(4, 6, 11) sliced logits, 30% padding", _targets_case((4, 6), 11, pad_frac=0.3, sliced_logits=True)),
 ]
 
 
@@ -101,6 +107,7 @@ CROSS_ENTROPY = Check(
     task="cross_entropy",
     what="mean negative log-likelihood over non-padding targets",
     reference=_ce_ref,
+    grad_of=(0,),  # a language model is trained through it
     compare=scalar_tensor(rtol=1e-4, atol=1e-5),  # the statement: a tensor holding one value
     cases=CE_CASES, hidden_cases=CE_HIDDEN, mutants=CE_MUTANTS,
     forbidden=(lmbook_functional.cross_entropy, lmbook_functional.perplexity),

@@ -7,14 +7,15 @@ import torch.nn.functional as F
 
 from ... import word2vec as lmbook_word2vec
 from ...grading.checks import Case, Check, Mutant
+from ..common import in_dtype
 from ..common import randn as _randn
 from .inputs import scalar_tensor
 
 
-def _sgns_case(batch, k, d, scale=1.0, zeros=False):
+def _sgns_case(batch, k, d, scale=1.0, zeros=False, dtype=torch.float32):
     def make(g, device):
         shapes = ((batch, d), (batch, d), (batch, k, d))
-        ts = [_randn(s, g, device, scale) * (0 if zeros else 1) for s in shapes]
+        ts = [in_dtype(_randn(s, g, device, scale) * (0 if zeros else 1), dtype) for s in shapes]
         return (tuple(ts), {})
     return make
 
@@ -47,6 +48,7 @@ SGNS_LOSS = Check(
     task="sgns_loss",
     what="-log σ(u_o·v_c) - Σ_j log σ(-u_{n_j}·v_c), averaged over the batch",
     reference=_sgns_ref,
+    grad_of=(0, 1, 2),  # the three embedding tables are trained through the loss
     compare=scalar_tensor(rtol=1e-4, atol=1e-5),  # the statement: a tensor holding one value
     cases=[
         Case("batch 8, d=5, k=3 negatives", _sgns_case(8, 3, 5)),
@@ -59,6 +61,7 @@ SGNS_LOSS = Check(
         Case("huge dot products (|u·v| ~ 1000)", _sgns_case(3, 2, 20, scale=10.0)),
         Case("all-zero vectors (loss = (k+1) log 2)", _sgns_case(4, 3, 5, zeros=True)),
         Case("as many negatives as pairs (k = B = 4)", _sgns_case(4, 4, 6)),
+        Case("float64 vectors, k=3, d=7", _sgns_case(6, 3, 7, dtype=torch.float64)),
     ],
     mutants=[
         Mutant(_sgns_with(neg_sign=1.0), "used σ(u_k·v_c) for the negatives; noise words need σ(-u_k·v_c)"),

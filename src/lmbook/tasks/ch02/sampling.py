@@ -242,7 +242,9 @@ SAMPLE = Check(
                   Case("6000 draws, top_k=2 with ties at the 2nd place",
                        _fixed_logits([[2.0, 1.0, 1.0, 0.0], [0.0, 3.0, 3.0, 3.0]], n=6000, top_k=2)),
                   Case("8000 draws, rows on very different scales, temperature 2",
-                       _logits_case(3, 5, temperature=2.0, spread=90.0, n=8000))],
+                       _logits_case(3, 5, temperature=2.0, spread=90.0, n=8000)),
+                  Case("6000 draws, a batch of one, float64 logits, top_p=0.9",
+                       _logits_case(1, 7, top_p=0.9, n=6000, dtype=torch.float64))],
     mutants=[
         Mutant(_sample_mutant(_argmax_dist), "always took the most likely token (greedy decoding), not a random draw"),
         Mutant(_sample_mutant(lambda lg, t, k, p: _filter_ref(lg, 1.0, k, p)), "ignored the temperature"),

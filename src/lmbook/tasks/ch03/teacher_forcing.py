@@ -83,6 +83,7 @@ TEACHER_FORCING_LOSS = Check(
     task="teacher_forcing_loss",
     what="mean of -log P(y_{t+1} | y_<=t) over the real (non-pad) target tokens of the batch",
     reference=_tf_loss_ref,
+    grad_of=(0,),  # the decoder is trained through it
     compare=lambda out, ref: _loss_compare(out, ref),
     cases=[Case("batch 3, T=6, V=7, pad_id=0, target lengths (2, 6, 4)",
                 _tf_case(3, 6, 7, pad_id=0, bos=1, eos=2, lengths=[1, 5, 3])),

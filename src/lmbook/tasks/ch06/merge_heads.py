@@ -6,14 +6,16 @@ import torch
 
 from ...grading.checks import Case, Check, Mutant
 from ...grading.reproduce import sized
-from ..common import in_dtype
+from ..common import in_dtype, stored_transposed
 from ..common import randn as _randn
 from .shared import FORBIDDEN, exact_compare
 
 
-def _merge_case(B: int, h: int, n: int, d_head: int, dtype=torch.float32):
+def _merge_case(B: int, h: int, n: int, d_head: int, dtype=torch.float32, as_split: bool = False):
     def make(g, device):
-        return ((in_dtype(_randn((B, h, n, d_head), g, device), dtype),), {})
+        x = in_dtype(_randn((B, h, n, d_head), g, device), dtype)
+        # as_split: laid out as split_heads returns its heads, positions before heads in memory
+        return ((stored_transposed(x, 1, 2) if as_split else x,), {})
     return make
 
 
@@ -51,7 +53,9 @@ def _merge_cases(hidden: bool) -> list[Case]:
             Case("n_head = 1", _merge_case(2, 1, 5, 8)),
             Case("heads of size 1 (d_head = 1)", _merge_case(2, 6, 3, 1)),
             Case("float64 inputs, n_head=4, d_head=4", _merge_case(2, 4, 6, 4, dtype=torch.float64)),
-            Case("batch 4, n_head=6, n=9, d_head=4", _merge_case(4, 6, 9, 4))]
+            Case("batch 4, n_head=6, n=9, d_head=4", _merge_case(4, 6, 9, 4)),
+            Case("heads as split_heads returns them (not contiguous), n_head=3, n=5, d_head=2",
+                 _merge_case(2, 3, 5, 2, as_split=True))]
 
 
 MERGE_HEADS = Check(

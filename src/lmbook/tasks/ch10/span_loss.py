@@ -71,6 +71,7 @@ SPAN_LOSS = Check(
     task="span_loss",
     what="(CE(start_logits, start) + CE(end_logits, end)) / 2, each cross-entropy averaged over the batch",
     reference=_span_loss_ref,
+    grad_of=(0, 1),  # the reader is trained through it
     compare=lambda out, ref: describe_scalar_mismatch(out, ref, rtol=1e-4, atol=1e-6, accept=("tensor",)),
     cases=[sized("batch 4, n = 12", _span_loss_case, B=4, n=12, floors=SHRINK),
            sized("batch 8, n = 20", _span_loss_case, B=8, n=20, floors=SHRINK),

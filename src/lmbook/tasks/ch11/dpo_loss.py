@@ -61,6 +61,7 @@ DPO_LOSS = Check(
     task="dpo_loss",
     what="−mean ln σ(β [(ln π(y_w) − ln π_ref(y_w)) − (ln π(y_l) − ln π_ref(y_l))])",
     reference=_dpo_ref,
+    grad_of=(0, 1),  # the policy's log-probabilities; the reference model's are fixed
     compare=lambda out, ref: describe_scalar_mismatch(out, ref, rtol=1e-4, atol=1e-6, accept=("tensor",)),
     cases=[Case("8 pairs, β = 0.1", _dpo_case(8, 0.1)),
            Case("5 pairs, β = 0.5, log-ratios of about 4", _dpo_case(5, 0.5, spread=4.0)),

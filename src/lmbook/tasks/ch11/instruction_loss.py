@@ -97,6 +97,7 @@ INSTRUCTION_LOSS = Check(
     what="the mean of −ln P(ids[t] | ids[<t]) over the batch's response tokens (logits[:, t − 1] predicts "
          "ids[:, t]), prompt and padding left out",
     reference=_loss_ref,
+    grad_of=(0,),  # the model is fine-tuned through it
     compare=_loss_compare,
     cases=[sized("3 sequences of 10 positions, 12 tokens", _loss_case, B=3, n=10, V=12, floors=SHRINK),
            Case("responses of 1 and 6 tokens after prompts of 2 and 3",

@@ -1,0 +1,116 @@
+"""The gradient an answer gives the inputs a task is trained through, checked against autograd on the reference.
+
+A loss is written to be trained through: its value can be right while no gradient reaches the parameters
+(``.detach()``, ``.item()`` then a new tensor, ``torch.no_grad()``), or while part of it is left out of the
+graph (a log-sum-exp whose sum is detached). A :class:`~.checks.Check` names the arguments a gradient must
+reach (``grad_of``, by position). For each case the answer is given those arguments tracked by autograd, and
+the gradient of its result reaches the decision beside the result:
+
+    ∂/∂x_i  Σ (out ⊙ w),   w = cos(0.7 k + 0.3) over the result's elements k  (w = 1 for one number)
+
+The reference's gradient, computed the same way in float64 by ``torch.autograd`` on the task's reference,
+is what it is compared with. The same function runs in the student's kernel and in the grader's sandbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from .compare import to_reference
+
+RTOL = 1e-3  # of the largest entry of the reference's gradient: float32 answers compared with float64
+
+
+def cotangent(out: torch.Tensor) -> torch.Tensor:
+    """A fixed weight per element of the result (1 for a single number), the same on both sides of the wall."""
+    if out.numel() == 1:
+        return torch.ones_like(out)
+    k = torch.arange(out.numel(), dtype=torch.float64, device=out.device)
+    return torch.cos(0.7 * k + 0.3).to(out.dtype).reshape(out.shape)
+
+
+def tracked(args: Sequence, grad_of: Sequence[int]) -> tuple[list, list[torch.Tensor | None]]:
+    """The arguments to pass, those in ``grad_of`` tracked by autograd, and the leaves to differentiate by.
+
+    What is passed is a copy with the argument's layout (a slice stays a slice), computed from the leaf: not the
+    leaf itself, so that changing it in place is the task's ordinary "changed its input" failure, not
+    autograd's error about leaves."""
+    args, leaves = list(args), []
+    for i in grad_of:
+        t = args[i] if i < len(args) else None
+        if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
+            leaves.append(None)
+            continue
+        leaf = t.detach().requires_grad_(True)
+        try:
+            passed = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(leaf)
+        except RuntimeError:  # a layout that cannot be written to (an expanded tensor): a plain copy
+            passed = leaf.clone()
+        args[i] = passed
+        leaves.append(leaf)
+    return args, leaves
+
+
+def answer_grads(out, leaves: Sequence[torch.Tensor | None]) -> list[torch.Tensor | None]:
+    """The gradient the answer's result gives each leaf (None: none reaches it)."""
+    present = [leaf for leaf in leaves if leaf is not None]
+    if not (isinstance(out, torch.Tensor) and out.is_floating_point() and out.requires_grad and present):
+        return [None] * len(leaves)
+    found = iter(torch.autograd.grad((out * cotangent(out)).sum(), present, allow_unused=True))
+    return [None if leaf is None else next(found) for leaf in leaves]
+
+
+def reference_grads(check, args: tuple, kwargs: dict) -> list[torch.Tensor | None]:
+    """The reference's gradient for each argument in ``check.grad_of``, in float64 on the CPU."""
+    args, kwargs = list(to_reference(args)), to_reference(kwargs)
+    args, leaves = tracked(args, check.grad_of)
+    with torch.enable_grad():
+        out = check.reference(*args, **kwargs)
+        return answer_grads(out, leaves)
+
+
+def _names(check) -> list[str]:
+    import inspect
+
+    try:
+        params = list(inspect.signature(check.reference).parameters)
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"argument {i + 1}" for i in check.grad_of]
+
+
+def gradient_problem(check, args: tuple, kwargs: dict, grads, *, hidden: bool = False) -> str | None:
+    """What is wrong with the gradient an answer's right value gave (``grads``, one per ``check.grad_of``), or None.
+
+    Called once the result's value is right: a wrong value has a wrong gradient too, and is said as a value."""
+    if not check.grad_of or grads is None:
+        return None
+    if isinstance(grads, str):  # the backward pass through the answer raised
+        return "computing the gradient through your result raised an error" + ("" if hidden else f": {grads}")
+    for name, got, ref in zip(_names(check), grads, reference_grads(check, args, kwargs), strict=True):
+        if ref is None or not bool(ref.abs().max() > 0):
+            continue
+        if got is not None and got.shape != ref.shape:
+            return f"the gradient your result gives `{name}` has shape {tuple(got.shape)}, not {tuple(ref.shape)}"
+        got = None if got is None else to_reference(got)
+        if got is not None and not bool(got[ref.isfinite()].isfinite().all()):
+            return (f"the gradient the result gives `{name}` holds nan or inf where the formula's is finite: a "
+                    "value that overflows, or log(0) or 0/0 on a branch that `torch.where` or a mask then drops "
+                    "(its gradient is still computed: inf times 0 is nan), would stop training")
+        if got is None or not bool(got.abs().max() > 0):
+            return (f"no gradient reaches `{name}` through the result: it was computed outside autograd's graph "
+                    "(`.detach()`, `.item()` or `.tolist()` then a new tensor, `torch.no_grad()`, `.data`); "
+                    "training goes through it, so compute it from the input with tensor operations")
+        diff = (got - ref).abs()
+        scale = float(ref.abs().max())
+        if float(diff.max()) > RTOL * scale:
+            k = int(diff.argmax())
+            where = "" if hidden else (f" (at one entry the formula's gradient is {float(ref.flatten()[k]):.3g}, "
+                                       f"yours {float(got.flatten()[k]):.3g})")
+            return (f"the result gives `{name}` another gradient than the formula{where}: part of the computation "
+                    "was left outside autograd's graph (`.detach()`, `.item()`, `.data`, `torch.no_grad()`), or "
+                    "passes through a kink where torch's derivative is not the formula's (`abs`, `clamp` or a "
+                    "maximum at exactly 0), so training would not follow the loss")
+    return None

@@ -1,0 +1,140 @@
+"""A loss the course trains through is checked for the gradient it gives, not only its value.
+
+The reference's gradient comes from torch.autograd on the task's reference in float64; the answers here are
+written as students write them: right in value and wrong in gradient, right in both, or changing an input.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lmbook.grading import gradients, judge, runner, values
+from lmbook.grading.checks import CheckFailed, case_inputs, run_check
+from lmbook.tasks.ch01 import CROSS_ENTROPY
+from lmbook.tasks.ch11 import DPO_LOSS
+
+CPU = torch.device("cpu")
+
+
+def _verdict(check, answer, hidden=False) -> str:
+    try:
+        run_check(check, answer, hidden=hidden, device=CPU, verbose=False)
+    except CheckFailed as e:
+        return str(e)
+    return "passed"
+
+
+def dpo_right(pc, pr, rc, rr, beta):
+    return F.softplus(-beta * ((pc - rc) - (pr - rr))).mean()
+
+
+def dpo_detached(pc, pr, rc, rr, beta):
+    return F.softplus(-beta * ((pc.detach() - rc) - (pr.detach() - rr))).mean()
+
+
+def dpo_item(pc, pr, rc, rr, beta):
+    return torch.tensor(dpo_right(pc, pr, rc, rr, beta).item(), dtype=pc.dtype)
+
+
+def dpo_nan_branch(pc, pr, rc, rr, beta):
+    z = beta * ((pc - rc) - (pr - rr))
+    return torch.where(z > 0, torch.log1p(torch.exp(-z)), -z + torch.log1p(torch.exp(z))).mean()
+
+
+def ce_constant_normaliser(logits, targets, ignore_index=-100):
+    logp = logits - torch.logsumexp(logits, -1, keepdim=True).detach()
+    keep = targets != ignore_index
+    return -logp[keep].gather(-1, targets[keep].unsqueeze(-1)).mean()
+
+
+def ce_right(logits, targets, ignore_index=-100):
+    keep = targets != ignore_index
+    return -torch.log_softmax(logits[keep], -1).gather(-1, targets[keep].unsqueeze(-1)).mean()
+
+
+@pytest.mark.parametrize("answer", [dpo_detached, dpo_item], ids=["detached", "item"])
+def test_a_loss_with_the_right_value_and_no_gradient_fails_and_says_which_input(answer):
+    said = _verdict(DPO_LOSS, answer)
+    assert "the value is right, but no gradient reaches `policy_chosen`" in said, said
+    hidden = _verdict(DPO_LOSS, answer, hidden=True)
+    assert "returned the right value, but no gradient reaches `policy_chosen`" in hidden, hidden
+
+
+def test_a_loss_with_part_of_its_graph_detached_is_told_its_gradient_differs():
+    said = _verdict(CROSS_ENTROPY, ce_constant_normaliser)
+    assert "another gradient than the formula (at one entry the formula's gradient is" in said, said
+    hidden = _verdict(CROSS_ENTROPY, ce_constant_normaliser, hidden=True)
+    assert "another gradient than the formula:" in hidden and "at one entry" not in hidden, hidden
+
+
+def test_a_nan_gradient_from_a_branch_torch_where_drops_is_named():
+    said = _verdict(DPO_LOSS, dpo_nan_branch, hidden=True)
+    assert "holds nan or inf where the formula's is finite" in said, said
+
+
+@pytest.mark.parametrize("check, answer", [(DPO_LOSS, dpo_right), (CROSS_ENTROPY, ce_right)], ids=["dpo", "ce"])
+def test_a_right_loss_passes_visible_and_hidden(check, answer):
+    assert _verdict(check, answer) == "passed"
+    assert _verdict(check, answer, hidden=True) == "passed"
+
+
+def test_the_input_a_loss_is_trained_through_keeps_its_layout_and_can_be_changed_only_as_an_input():
+    seen = []
+
+    def ce_in_place(logits, targets, ignore_index=-100):
+        seen.append(logits.is_contiguous())
+        logits -= logits.amax(-1, keepdim=True)  # autograd would refuse this on a leaf; the task says why
+        return ce_right(logits, targets, ignore_index)
+
+    said = _verdict(CROSS_ENTROPY, ce_in_place)
+    assert "changed its input `logits` in place" in said and "leaf" not in said, said
+    assert False in seen, "the sliced logits reached the answer contiguous"
+
+
+def test_the_gradient_is_the_same_in_jupyter_and_across_the_sandbox_wall():
+    args, kwargs = case_inputs(CROSS_ENTROPY.cases[0], 0, 0, CPU)
+    result = values.call_once(ce_constant_normaliser, list(args), kwargs, 0, grad_of=CROSS_ENTROPY.grad_of)
+    arrays: values.Arrays = {}
+    reply = json.loads(json.dumps(runner.reply_of(result, "c0", arrays)))
+    outcome = judge.outcome_of(reply, CROSS_ENTROPY, CROSS_ENTROPY.cases[0], 0, args, kwargs, None,
+                               json.loads(json.dumps(values.to_wire(arrays))))
+    torch.testing.assert_close(outcome.grads[0], result["grads"][0], rtol=0, atol=0)
+
+
+def test_a_reply_that_carries_no_gradient_earns_nothing():
+    args, kwargs = case_inputs(CROSS_ENTROPY.cases[0], 0, 0, CPU)
+    result = values.call_once(ce_right, list(args), kwargs, 0, grad_of=CROSS_ENTROPY.grad_of)
+    arrays: values.Arrays = {}
+    reply = runner.reply_of(result, "c0", arrays)
+    del reply["grads"]  # what a sandbox whose reply was tampered with sends
+    outcome = judge.outcome_of(reply, CROSS_ENTROPY, CROSS_ENTROPY.cases[0], 0, args, kwargs, None,
+                               values.to_wire(arrays))
+    said = gradients.gradient_problem(CROSS_ENTROPY, args, kwargs, outcome.grads)
+    assert said and said.startswith("no gradient reaches `logits`"), said
+
+
+def test_a_backward_pass_that_raises_is_the_answers_error():
+    class Broken(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            raise ValueError("my backward is not written yet")
+
+    def ce_broken(logits, targets, ignore_index=-100):
+        return ce_right(Broken.apply(logits), targets, ignore_index)
+
+    said = _verdict(CROSS_ENTROPY, ce_broken)
+    assert "computing the gradient through your result raised an error: ValueError: my backward" in said, said
+
+
+def test_the_weights_of_a_result_with_many_elements_are_fixed_and_not_all_equal():
+    w = gradients.cotangent(torch.zeros(2, 3))
+    assert torch.equal(w, gradients.cotangent(torch.ones(2, 3))) and len(set(w.flatten().tolist())) == 6
+    assert gradients.cotangent(torch.tensor(5.0)).item() == 1.0
