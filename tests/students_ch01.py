@@ -146,6 +146,12 @@ def ce_view(logits, targets, ignore_index=-100):  # .view flattens a fresh tenso
     return -logp[keep].gather(1, t[keep].unsqueeze(1)).mean()
 
 
+def ce_log_of_softmax(logits, targets, ignore_index=-100):  # a stable softmax, then its log
+    logp, t = torch.softmax(logits, -1).log().reshape(-1, logits.shape[-1]), targets.reshape(-1)
+    keep = t != ignore_index
+    return -logp[keep].gather(1, t[keep].unsqueeze(1)).mean()
+
+
 def ce_constant_normaliser(logits, targets, ignore_index=-100):  # "the log-sum-exp is only a constant"
     lse = torch.logsumexp(logits, -1, keepdim=True).detach()
     logp, t = (logits - lse).reshape(-1, logits.shape[-1]), targets.reshape(-1)
@@ -414,6 +420,8 @@ WRONG = {
                 note="mean of per-sentence means"),
         Student(ce_zero_pads_in_place, has=None, note="overwrites the padding ids in place"),
         Student(ce_view, has=None, note="flattens with .view: refused by sliced logits"),
+        Student(ce_log_of_softmax, has=_has(CROSS_ENTROPY, "took log(softmax(logits))"),
+                note="log of a stable softmax: underflows, never overflows"),
         Student(ce_constant_normaliser, has=None, note="right value, the log-sum-exp detached: a wrong gradient"),
     ],
     "perplexity": [

@@ -75,6 +75,9 @@ class Check:
     # The arguments (by position) a loss is trained through: the gradient the answer's result gives them is
     # checked against autograd on the reference (:mod:`.gradients`).
     grad_of: tuple[int, ...] = ()
+    # The earlier tasks' functions the statement lets the answer call, by the name it gives them, and a right
+    # version of each, put in their place while the answer runs (:mod:`.earlier`): one mistake costs one task.
+    builds_on: tuple[tuple[str, Callable], ...] = ()
     # Whether the answer must leave its inputs as they were (the exercises say so, unless a task works in place).
     inputs_kept: bool = True
     run: Callable | None = None  # custom runner (e.g. a training task); default: call and compare
@@ -148,7 +151,7 @@ def run_check(check: Check, answer: Callable, *, hidden: bool = False, seed: int
         watch = Guarded(check)  # what the answer calls is seen, and its ready-made answers do not compute
         try:
             result = values.call_once(answer, passed_in[0], passed_in[1], case_seed(seed, i), around=watch,
-                                      device=device, grad_of=check.grad_of)
+                                      device=device, grad_of=check.grad_of, stand_ins=check.builds_on)
         except NotImplementedError:
             raise CheckFailed(not_implemented(check)) from None
         if watch.found or watch.tampered:

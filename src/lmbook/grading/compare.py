@@ -25,8 +25,9 @@ import torch
 FLOAT64_RTOL = 1e-9
 _FLOAT64_INPUTS: ContextVar[bool] = ContextVar("float64_inputs", default=False)
 
-OVERFLOW_HINT = ("exp of a number above about 88 is inf in float32, and inf / inf is NaN: subtract the maximum "
-                 "first, or use torch.softmax / torch.log_softmax / torch.logsumexp")
+OVERFLOW_HINT = ("in float32, exp of a number above about 88 overflows to inf (and inf / inf is NaN), and a "
+                 "probability below about 1e-45 underflows to 0 (and log 0 is -inf): subtract the maximum before "
+                 "exp, and take log-probabilities as x - logsumexp(x) (torch.log_softmax), not as log(softmax(x))")
 ATTENTION_NAN_HINT = ("NaN comes from 0/0 or inf/inf: a softmax over a row that is all -inf (a softmax over the "
                       "wrong dimension, or a mask that leaves a query no key it may see), or exp overflowing to "
                       "inf for large scores (torch.softmax subtracts each row's maximum first)")

@@ -79,7 +79,10 @@ def grading_paragraph() -> str:
     """The "How it is graded." paragraph of every exercise notebook's introduction (one line of markdown)."""
     return (f"{MARKER} The grader takes only this notebook from your submission (no other files) and runs it in a "
             "sandbox, without network access or files; the hidden tests are decided outside it, on what your "
-            f"functions return. {rule_sentences()} A cell that runs for more than five minutes is stopped.")
+            "functions return. Each task is graded on its own: where a later task calls your function of an earlier "
+            "one by the name the earlier task gives it, the tests of the later task put a right version in its "
+            f"place, so one mistake costs one task. {rule_sentences()} A cell that runs for more than five minutes "
+            "is stopped.")
 
 
 def stated_paragraph(notebook: dict) -> str | None:

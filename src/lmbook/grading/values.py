@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from . import gradients
+from .earlier import EarlierTasks
 from .readymade import FENCE_FILE
 
 # What is kept of a student's result (a bound on what their code can make the grader read); the grader's own
@@ -228,7 +229,8 @@ def _is_stub(e: NotImplementedError) -> bool:
 
 
 def call_once(fn, args: Sequence, kwargs: dict, seed: int, around: AbstractContextManager | None = None,
-              device: torch.device | str = "cpu", grad_of: Sequence[int] = ()) -> dict:
+              device: torch.device | str = "cpu", grad_of: Sequence[int] = (),
+              stand_ins: Sequence[tuple[str, Callable]] = ()) -> dict:
     """Call a student's function as both the kernel and the grader do, with torch's RNG seeded first.
 
     Returns ``{"out": result}`` or ``{"raised": "TypeError: ...\\nin fn, line 3: ..."}`` (the exception, then the
@@ -240,12 +242,14 @@ def call_once(fn, args: Sequence, kwargs: dict, seed: int, around: AbstractConte
     would compute its value only when it is read computes it under the watch.
     ``grad_of``: the arguments a gradient must reach; they are passed tracked by autograd, and ``"grads"`` holds
     the gradient the result gives each (None where none does), or the backward pass's error (:mod:`.gradients`).
+    ``stand_ins``: the earlier tasks' functions the answer may call, bound to right versions while it runs
+    (:mod:`.earlier`).
     """
     before = [snapshot(a) for a in args], {k: snapshot(v) for k, v in kwargs.items()}
     args, leaves = gradients.tracked(args, grad_of) if grad_of else (args, [])
     torch.manual_seed(seed)  # a sampling answer draws the same numbers in Jupyter and in the grader
     try:
-        with around or nullcontext():  # e.g. the watch over what the answer calls: around the call only
+        with EarlierTasks(fn, stand_ins), around or nullcontext():  # around: e.g. the watch, around the call only
             out = fn(*args, **kwargs)
             result = {}
             if grad_of:  # the backward pass runs the answer's code too (a custom autograd.Function)

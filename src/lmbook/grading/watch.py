@@ -347,6 +347,11 @@ class CallWatch:
         self._aten_seen: dict[object, bool] = {}
         self._kinds: dict[types.CodeType, object] = {}
         self._c_names: dict[str, object] = {}
+        # the right versions of earlier tasks' functions this task's answer is given in place of the student's
+        # own (:mod:`.earlier`): the grader's code, called by the answer, and no ready-made answer of this task
+        for _, right in getattr(check, "builds_on", ()):
+            for code in _code_objects(right.__code__):
+                self._kinds[code] = _OTHER_CODE
 
     # what each hook reports
 

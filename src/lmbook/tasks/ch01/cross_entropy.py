@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from ... import functional as lmbook_functional
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import OVERFLOW_HINT, describe_scalar_mismatch
+from .. import earlier
 from ..common import randn as _randn
 from ..common import sliced
 from .inputs import scalar_tensor
@@ -20,12 +21,19 @@ def _ce_ref(logits, targets, ignore_index=-100):
 
 
 def _targets_case(shape, vocab, pad_frac=0.0, pad_id=-100, scale=1.0, keep_one=False, pad_scale=None,
-                  dtype=torch.float32, lengths=None, sliced_logits=False):
+                  dtype=torch.float32, lengths=None, sliced_logits=False, shift=0.0, far_targets=False):
+    """``shift``: added to every logit (all near +100: exp overflows, the probabilities do not underflow);
+    ``far_targets``: each target the least likely word of its row, its logit over 103 below the row's maximum of
+    60 (its probability underflows in float32, while exp of the logits does not overflow)."""
     def make(g, device):
-        logits = _randn((*shape, vocab), g, device, scale).to(dtype)
+        logits = (_randn((*shape, vocab), g, device, scale) + shift).to(dtype)
+        if far_targets:
+            logits = logits - logits.amax(-1, keepdim=True) + 60.0
         targets = torch.randint(0, vocab, shape, generator=g)
         if pad_id >= 0:  # a real word id used as padding: no target may use it by accident
             targets = torch.randint(1, vocab, shape, generator=g)
+        if far_targets:
+            targets = logits.argmin(-1).cpu()
         pad = torch.rand(shape, generator=g) < pad_frac
         if keep_one:
             pad[:] = True
@@ -58,6 +66,9 @@ CE_CASES = [
     Case("(8, 10) logits, no padding", _targets_case((8,), 10)),
     Case("(2, 5, 10): sentences of lengths 5 and 2, padded with -100", _targets_case((2, 5), 10, lengths=[5, 2])),
     Case("large logits (scale 100)", _targets_case((6,), 12, scale=100.0)),
+    Case("logits all near +100 (exp overflows; no probability is tiny)", _targets_case((5,), 9, shift=100.0)),
+    Case("each target its row's least likely word, 150 below the best (its probability underflows)",
+         _targets_case((6,), 12, scale=50.0, far_targets=True)),
     Case("(3, 4, 7) logits sliced from a longer sequence (logits[:, :-1]: not contiguous)",
          _targets_case((3, 4), 7, sliced_logits=True)),
 ]
@@ -71,6 +82,9 @@ CE_HIDDEN = [
          _targets_case((3, 6), 11, pad_frac=0.5, pad_scale=1e4)),
     Case("float64 logits, ignore_index=0", _targets_case((2, 4), 8, pad_frac=0.3, pad_id=0, dtype=torch.float64)),
     Case("(4, 6, 11) sliced logits, 30% padding", _targets_case((4, 6), 11, pad_frac=0.3, sliced_logits=True)),
+    Case("logits near +200 in float32", _targets_case((2, 3), 15, shift=200.0)),
+    Case("targets the least likely words of their rows (probabilities under 1e-45)",
+         _targets_case((2, 5), 20, scale=60.0, far_targets=True)),
 ]
 
 
@@ -99,6 +113,10 @@ CE_MUTANTS = [
     Mutant(lambda lg, t, ignore_index=-100: _masked(lg, t, ignore_index, _naive_logp)[0].neg().mean(),
            "exp overflows for large logits: compute the log-probabilities stably (subtract each row's maximum "
            "first, as in Task 1)"),
+    Mutant(lambda lg, t, ignore_index=-100: _masked(lg, t, ignore_index, lambda x: torch.softmax(x, -1).log())[0]
+           .neg().mean(),
+           "took log(softmax(logits)): the probability of a word far below its row's best underflows to 0 and its "
+           "log to -inf; take x - logsumexp(x) (log_softmax), as in Task 1"),
     Mutant(_per_sentence_ce, "averaged each sentence's words, then the sentences: every real word of the batch counts "
                              "the same, so divide the batch's total by its number of non-padding targets"),
 ]
@@ -107,6 +125,7 @@ CROSS_ENTROPY = Check(
     task="cross_entropy",
     what="mean negative log-likelihood over non-padding targets",
     reference=_ce_ref,
+    builds_on=(("log_softmax", earlier.log_softmax),),
     grad_of=(0,),  # a language model is trained through it
     compare=scalar_tensor(rtol=1e-4, atol=1e-5),  # the statement: a tensor holding one value
     cases=CE_CASES, hidden_cases=CE_HIDDEN, mutants=CE_MUTANTS,
@@ -118,6 +137,7 @@ PERPLEXITY = Check(
     task="perplexity",
     what="exp of the mean negative log-likelihood",
     reference=lambda logits, targets, ignore_index=-100: math.exp(float(_ce_ref(logits, targets, ignore_index))),
+    builds_on=(("cross_entropy", earlier.cross_entropy), ("log_softmax", earlier.log_softmax)),
     # the statement: a number (a Python float; a NumPy float is one too), not a tensor
     compare=lambda out, ref: describe_scalar_mismatch(out, ref, rtol=1e-3, atol=1e-6, accept=("number",),
                                                                 nan_hint=OVERFLOW_HINT),

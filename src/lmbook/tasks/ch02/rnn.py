@@ -9,6 +9,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from ... import rnn as lmbook_rnn
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import OVERFLOW_HINT, compare_parts
+from .. import earlier
 from ..common import TORCH_RNN_NAMES, load_weights
 from ..common import randn as _randn
 from .inputs import f64, tensor_compare
@@ -121,6 +122,7 @@ RNN_FORWARD = Check(
     task="rnn_forward",
     what="all states (0 at padding) and each sequence's state at its last real step",
     reference=_rnn_forward_ref,
+    builds_on=(("rnn_cell", earlier.rnn_cell),),
     compare=compare_parts("outputs", "h_n", nan_hint=OVERFLOW_HINT),
     cases=[Case("batch 3, lengths (5, 2, 4), input 3, hidden 4", _rnn_seq_case(3, 5, 3, 4, lengths=[5, 2, 4])),
            Case("no padding: every sequence has length 6", _rnn_seq_case(2, 6, 2, 3, lengths=[6, 6]))],

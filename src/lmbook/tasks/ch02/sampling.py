@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from ... import decoding as lmbook_decoding
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import OVERFLOW_HINT, describe_tensor_mismatch, describe_value, index_of
+from .. import earlier
 
 
 def _nucleus_margin_ok(logits: torch.Tensor, temperature: float, top_k, top_p) -> bool:
@@ -232,6 +233,7 @@ SAMPLE = Check(
     task="sample",
     what="n draws per row from the filtered distribution",
     reference=_sample_ref,
+    builds_on=(("filter_probs", earlier.filter_probs),),
     compare=_sample_compare,
     cases=[Case("4000 draws at temperature 1.5", _logits_case(2, 6, temperature=1.5, n=4000)),
            Case("4000 draws with top_k=3, top_p=0.9", _logits_case(2, 8, top_k=3, top_p=0.9, n=4000))],

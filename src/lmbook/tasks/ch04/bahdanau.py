@@ -8,6 +8,7 @@ from torch import nn
 
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import OVERFLOW_HINT, compare_parts
+from .. import earlier
 from ..common import TORCH_RNN_NAMES, load_weights
 from ..common import randn as _randn
 from .attend import attend_ref
@@ -93,6 +94,7 @@ BAHDANAU_STEP = Check(
     what="e = vᵀ tanh(W_1 h_j + W_2 s_{t-1}), α = softmax(e), c = Σ α_j h_j, s_t = GRU([emb(y_{t-1}); c], s_{t-1}), "
          "logits = W_o [c; s_t] + b_o",
     reference=_step_ref,
+    builds_on=(("additive_scores", earlier.additive_scores), ("attend", earlier.attend)),
     # α_t, then s_t, then the logits
     compare=compare_parts("logits", "s_t", "alpha", order=(2, 1, 0), nan_hint=OVERFLOW_HINT),
     keep_dtype=True,

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import ATTENTION_NAN_HINT, compare_parts
 from ...grading.reproduce import sized
+from .. import earlier
 from ..blocks import attention_params
 from ..common import NEG_INF, fit_lengths, in_dtype, made_up_at_padding, padding_mask
 from ..common import randn as _randn
@@ -143,6 +144,7 @@ MULTIHEAD_ATTENTION = Check(
     what="torch.nn.MultiheadAttention(d, n_head, batch_first=True) with these weights: the output and the "
          "per-head weights",
     reference=_mha_ref,
+    builds_on=(("split_heads", earlier.split_heads), ("merge_heads", earlier.merge_heads)),
     compare=compare_parts("output", "weights", rtol=1e-4, atol=1e-5, order=(1, 0), tuple_only=True,
                           nan_hint=ATTENTION_NAN_HINT),
     cases=_mha_cases(hidden=False),

@@ -8,6 +8,7 @@ from torch import nn
 from ... import transformer as _course_transformer
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
+from .. import earlier
 from ..blocks import block_params
 from ..common import TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, in_dtype, load_weights, made_up_at_padding, padding_mask
 from ..common import randn as _randn
@@ -113,6 +114,7 @@ DECODER_BLOCK = Check(
     what="nn.TransformerDecoderLayer(d, n_head, d_ff, dropout=0, ReLU, batch_first=True, norm_first) with these "
          "weights, causal on the target",
     reference=_dec_ref,
+    builds_on=(("layer_norm", earlier.layer_norm), ("feed_forward", earlier.feed_forward)),
     compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=1e-4, atol=1e-4, dim=None),
     cases=_dec_cases(hidden=False),
     hidden_cases=_dec_cases(hidden=True),

@@ -8,6 +8,7 @@ from torch import nn
 from ... import transformer as _course_transformer
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch, to_reference
+from .. import earlier
 from ..blocks import block_params
 from ..common import (
     NAN,
@@ -107,6 +108,7 @@ ENCODER_BLOCK = Check(
     what="nn.TransformerEncoderLayer(d, n_head, d_ff, dropout=0, ReLU, batch_first=True, norm_first) with these "
          "weights, at the real positions",
     reference=_enc_ref,
+    builds_on=(("layer_norm", earlier.layer_norm), ("feed_forward", earlier.feed_forward)),
     compare=_real_positions,
     cases=_enc_cases(hidden=False),
     hidden_cases=_enc_cases(hidden=True),

@@ -23,6 +23,7 @@ import math
 
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_scalar_mismatch
+from .. import earlier
 from ..common import compare_whole_number
 
 
@@ -190,6 +191,7 @@ DOUBLING_COST = Check(
     task="doubling_cost",
     what="block_flops(2n) / block_flops(n): between 2 (the projections and FFN dominate) and 4 (attention does)",
     reference=_doubling_ref,
+    builds_on=(("block_flops", earlier.block_flops),),
     compare=_number_compare,
     cases=[Case("n = 128, d_model = 512, d_ff = 2048", _args(128, 512, 2048)),
            Case("n = 1024, d_model = 64, d_ff = 256", _args(1024, 64, 256))],

@@ -1,0 +1,46 @@
+"""One mistake, one task: while a later task's answer runs, the earlier tasks' functions it calls are right ones.
+
+A task's statement may let the answer call the student's own function of an earlier task (``cross_entropy``
+calling ``log_softmax``). Graded as written, one slip would cost both tasks. A :class:`~.checks.Check` lists
+the earlier functions it builds on (``builds_on``: the name the statement gives each, and a right version); for
+as long as the answer runs, each of those names in the answer's module namespace that holds a function of the
+student's is bound to the right version, and put back afterwards. The name the statement gives is the one
+replaced, wherever the answer's helpers look it up (they share the notebook's namespace); a function the
+answer reaches by another name is the answer's own code, graded with it.
+
+The watch (:mod:`.watch`) lets the answer call these right versions (they are the grader's code) only while
+the later task runs; in the earlier task's own check they are ready-made answers like any other.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Sequence
+
+
+class EarlierTasks:
+    """Bind ``stand_ins`` (``(name, function)`` pairs) in ``answer``'s globals while the answer runs."""
+
+    def __init__(self, answer: Callable, stand_ins: Sequence[tuple[str, Callable]]):
+        self.space = getattr(answer, "__globals__", None)
+        self.answer = answer
+        self.stand_ins = stand_ins
+        self.replaced: dict[str, Callable] = {}
+
+    def __enter__(self) -> EarlierTasks:
+        if not isinstance(self.space, dict):
+            return self
+        for name, right in self.stand_ins:
+            own = self.space.get(name)
+            # the student's own function (not the answer itself, not torch's op imported under that name)
+            if isinstance(own, types.FunctionType) and own is not self.answer:
+                self.replaced[name] = own
+                self.space[name] = right
+        return self
+
+    def __exit__(self, *exc) -> None:
+        rights = dict(self.stand_ins)
+        for name, own in self.replaced.items():
+            if self.space.get(name) is rights[name]:  # not if the answer bound the name to something else
+                self.space[name] = own
+        self.replaced = {}
