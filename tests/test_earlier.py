@@ -135,7 +135,8 @@ def test_a_later_task_wrong_in_its_own_part_still_fails(notebook):
     from lmbook.tasks.ch01 import CROSS_ENTROPY
 
     said = _verdict(CROSS_ENTROPY, notebook["cross_entropy_over_padding"])
-    assert said.startswith("cross_entropy: 1 of 4 visible checks failed") and "padded with -100" in said, said
+    first = said.splitlines()[0]
+    assert first.startswith("cross_entropy: 1 of ") and "padded with -100" in said, said
 
 
 def test_the_students_own_function_is_theirs_again_after_the_call_even_if_it_raised(notebook):
