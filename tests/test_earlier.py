@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import json
 from pathlib import Path
 
@@ -62,6 +63,47 @@ def test_a_later_task_builds_only_on_earlier_tasks_of_its_exercise(chapter):
     for task, check in _registry(chapter).items():
         for name, _ in check.builds_on:
             assert name in order and order.index(name) < order.index(task), f"{task} builds on {name}"
+
+
+def _solution_signatures(chapter: str) -> dict[str, tuple]:
+    """Each task function of the solution notebook: its parameters' names and default values."""
+    notebook = json.loads(next((ROOT / "solutions" / chapter).glob("*.ipynb")).read_text())
+    found = {}
+    for cell in notebook["cells"]:
+        try:
+            tree = ast.parse("".join(cell["source"])) if cell["cell_type"] == "code" else None
+        except SyntaxError:
+            continue
+        for fn in tree.body if tree else []:
+            if isinstance(fn, ast.FunctionDef):
+                names = [a.arg for a in fn.args.args]
+                defaults = [ast.literal_eval(d) for d in fn.args.defaults]
+                found[fn.name] = (names, defaults)
+    return found
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_each_right_version_takes_the_arguments_the_statement_gives_the_function(chapter):
+    stated = _solution_signatures(chapter)
+    for check in _registry(chapter).values():
+        for name, right in check.builds_on:
+            params = list(inspect.signature(right).parameters.values())
+            ours = ([p.name for p in params], [p.default for p in params if p.default is not p.empty])
+            assert ours == stated[name], f"{name}: {ours} here, {stated[name]} in the statement"
+
+
+def test_a_call_the_statement_does_not_admit_goes_to_the_students_own_function(notebook):
+    from lmbook.tasks.ch01 import CROSS_ENTROPY
+
+    def log_softmax(x, dim=-1, *, temperature=1.0):  # the student's own, with an argument of their own
+        return torch.log_softmax(x / temperature, dim)
+
+    notebook["log_softmax"] = log_softmax
+    with EarlierTasks(notebook["cross_entropy"], CROSS_ENTROPY.builds_on):
+        put = notebook["log_softmax"]
+        x = torch.tensor([[0.0, 2.0]])
+        assert torch.equal(put(x, temperature=2.0), log_softmax(x, temperature=2.0))
+        assert torch.equal(put(x, -1), x - torch.logsumexp(x, -1, keepdim=True))
 
 
 def _pairs():

@@ -14,8 +14,24 @@ the later task runs; in the earlier task's own check they are ready-made answers
 
 from __future__ import annotations
 
+import inspect
 import types
 from collections.abc import Callable, Sequence
+
+
+def in_place_of(own: Callable, right: Callable) -> Callable:
+    """``right`` for the calls the statement's signature admits; the student's ``own`` for a call it does not (their
+    function takes an argument of their own, and their later task passes it): never a TypeError of the grader's."""
+    signature = inspect.signature(right)
+
+    def earlier_task(*args, **kwargs):
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError:
+            return own(*args, **kwargs)
+        return right(*args, **kwargs)
+
+    return earlier_task
 
 
 class EarlierTasks:
@@ -25,7 +41,7 @@ class EarlierTasks:
         self.space = getattr(answer, "__globals__", None)
         self.answer = answer
         self.stand_ins = stand_ins
-        self.replaced: dict[str, Callable] = {}
+        self.replaced: dict[str, tuple[Callable, Callable]] = {}
 
     def __enter__(self) -> EarlierTasks:
         if not isinstance(self.space, dict):
@@ -34,13 +50,12 @@ class EarlierTasks:
             own = self.space.get(name)
             # the student's own function (not the answer itself, not torch's op imported under that name)
             if isinstance(own, types.FunctionType) and own is not self.answer:
-                self.replaced[name] = own
-                self.space[name] = right
+                self.replaced[name] = own, in_place_of(own, right)
+                self.space[name] = self.replaced[name][1]
         return self
 
     def __exit__(self, *exc) -> None:
-        rights = dict(self.stand_ins)
-        for name, own in self.replaced.items():
-            if self.space.get(name) is rights[name]:  # not if the answer bound the name to something else
+        for name, (own, put) in self.replaced.items():
+            if self.space.get(name) is put:  # not if the answer bound the name to something else
                 self.space[name] = own
         self.replaced = {}

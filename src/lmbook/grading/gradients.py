@@ -27,7 +27,8 @@ def cotangent(out: torch.Tensor) -> torch.Tensor:
     """A fixed weight per element of the result (1 for a single number), the same on both sides of the wall."""
     if out.numel() == 1:
         return torch.ones_like(out)
-    k = torch.arange(out.numel(), dtype=torch.float64, device=out.device)
+    wide = torch.float32 if out.device.type == "mps" else torch.float64  # MPS has no float64
+    k = torch.arange(out.numel(), dtype=wide, device=out.device)
     return torch.cos(0.7 * k + 0.3).to(out.dtype).reshape(out.shape)
 
 

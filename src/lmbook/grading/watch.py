@@ -349,7 +349,10 @@ class CallWatch:
         self._c_names: dict[str, object] = {}
         # the right versions of earlier tasks' functions this task's answer is given in place of the student's
         # own (:mod:`.earlier`): the grader's code, called by the answer, and no ready-made answer of this task
-        for _, right in getattr(check, "builds_on", ()):
+        from .earlier import in_place_of
+
+        rights = [f for _, f in getattr(check, "builds_on", ())]
+        for right in [in_place_of, *rights] if rights else []:
             for code in _code_objects(right.__code__):
                 self._kinds[code] = _OTHER_CODE
 

@@ -78,7 +78,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(B, n, h * d_head)
 
 
-def layer_norm(x, weight, bias, eps) -> torch.Tensor:
+def layer_norm(x, weight, bias, eps: float = 1e-5) -> torch.Tensor:
     """(x − mean) / sqrt(var + ε) · g + b over the last dimension, the variance without Bessel's correction."""
     mu = x.mean(-1, keepdim=True)
     var = ((x - mu) ** 2).mean(-1, keepdim=True)
