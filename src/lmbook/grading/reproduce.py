@@ -166,7 +166,8 @@ def _layout_code(t: torch.Tensor) -> str | None:
     whole = [stored.shape[0]] + [stored.stride(d - 1) // max(stored.stride(d), 1) for d in range(1, t.dim())]
     if stored.stride(-1) == 1 and all(stored.stride(d - 1) == whole[d] * stored.stride(d) for d in range(1, t.dim())):
         try:  # fails when the larger tensor would reach past the memory there is
-            base = stored.as_strided(whole, torch.empty(whole).stride(), stored.storage_offset())
+            strides = [math.prod(whole[d + 1:]) for d in range(len(whole))]  # a contiguous tensor's
+            base = stored.as_strided(whole, strides, stored.storage_offset())
         except RuntimeError:
             base = None
         cut = ", ".join(":" if w == n else f":{n}" for w, n in zip(whole, stored.shape, strict=True)).rstrip(", :")
