@@ -377,7 +377,22 @@ RECURSES = """def log_softmax(x, dim=-1):
 READS_SETUP = GOOD["train_lm"].replace(
     "    window, d, H = 4, 32, 128\n",
     "    window, d, H = 4, 32, 128\n    print('vocabulary:', len(corpus.vocab), 'given:', vocab_size)\n", 1)
+# A child process to train in, away from the grader's watch, reached through a module another one imported:
+# torch's (read in the code, and flagged) or tempfile's (a route the reading does not follow: the runner's
+# audit hook refuses the fork as it starts, and the notebook is flagged all the same)
+FORK_THROUGH_TORCH = """# train in a child, where the grader's watch is not looking
+system = torch.serialization.os
+if system.fork() == 0:
+    system._exit(0)"""
+FORK_UNREAD = """import tempfile
+system = tempfile._os  # train in a child, where the grader's watch is not looking
+if system.fork() == 0:
+    system._exit(0)"""
 ISSUE_45 = {
+    "forks_through_torch": (lambda: _with_cell(fill(GOOD), FORK_THROUGH_TORCH), ZERO, True,
+                            "through `torch.serialization.os`", {}),
+    "forks_by_a_route_unread": (lambda: _with_cell(fill(GOOD), FORK_UNREAD), ZERO, True,
+                                "tried to start a process (`os.fork`)", {}),
     # cross_entropy calls the student's own log_softmax: it is checked with a right one in its place (one
     # mistake, one task), so only log_softmax fails
     "endless_recursion": (lambda: fill({**GOOD, "log_softmax": RECURSES}), [0, 3, 3, 3, 4], False,

@@ -24,6 +24,7 @@ import importlib.machinery
 import importlib.util
 import re
 import sys
+import types
 from pathlib import Path
 
 # The operating system's calls a C module may expose, and what each one reaches.
@@ -39,6 +40,9 @@ RAW_CALLS = {
 # Found in a C module, but not held against the Python modules that import it (see the module's docstring).
 # (mmap too: PIL and rich map image and terminal files with it.)
 LOCAL_ONLY = {"start_new_thread", "open", "setitimer", "listdir", "scandir", "mmap"}
+# The libraries a course notebook uses, whose attribute chains are followed (:func:`modules_on_the_way`)
+COURSE_LIBRARIES = {"torch", "numpy", "matplotlib", "tqdm", "lmbook", "math", "random", "functools",
+                    "itertools", "collections", "dataclasses", "typing"}
 # Imports as a source file writes them (``import x``, ``from x import y``, ``__import__('x')``): read as
 # text, which is fast enough for a package of a hundred files and errs towards finding more
 IMPORTED = re.compile(r"^[ \t]*(?:import|from)[ \t]+([A-Za-z_]\w*)|__import__\(\s*['\"]([A-Za-z_]\w*)", re.MULTILINE)
@@ -105,3 +109,30 @@ def raw_reach(name: str) -> str | None:
     calls = sorted(set().union(*spread.values()))
     return (", ".join(sorted({RAW_CALLS[c] for c in calls}))
             + f" (through `{'`, `'.join(sorted(spread))}`: {', '.join(calls[:4])})")
+
+
+def modules_on_the_way(path: list[str]) -> list[tuple[str, str | None]]:
+    """The modules an attribute chain that starts at an imported module passes through, after its own package
+    (``torch.serialization.os.fork``: ``os``), each with the attribute that follows it (or None), resolved
+    in the grader's process for the libraries the course uses (imported here if need be; any other module is
+    not imported, since importing runs its code: ``antigravity`` opens a browser); the walk stops at the
+    first attribute that is not a module."""
+    if path[0] not in COURSE_LIBRARIES:
+        return []
+    try:
+        obj = importlib.import_module(path[0])
+    except Exception:  # noqa: BLE001 - a library this machine lacks: nothing to name
+        return []
+    package = obj.__name__.split(".")[0]
+    found = []
+    for i, attr in enumerate(path[1:], start=1):
+        try:
+            obj = getattr(obj, attr)
+        except Exception:  # noqa: BLE001 - a lazy attribute whose loading fails, or none by that name
+            break
+        if not isinstance(obj, types.ModuleType):
+            break
+        name = getattr(obj, "__name__", "")
+        if isinstance(name, str) and name.split(".")[0] != package:
+            found.append((name, path[i + 1] if i + 1 < len(path) else None))
+    return found

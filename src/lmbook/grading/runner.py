@@ -376,10 +376,11 @@ _COMPILER_GLOBALS = ("__compiled_fn_", "__resume_at_", "__transformed_code_", "_
 
 def _fingerprint(checks) -> tuple:
     """The runner's own code and the task registry as they are now (identities, not values)."""
-    from lmbook.grading import fence, readymade, values, watch
+    from lmbook.grading import audit, fence, readymade, values, watch
 
     parts = []
-    for module in (sys.modules[__name__], watch, fence, values, readymade, sys.modules["lmbook.grading.checks"]):
+    for module in (sys.modules[__name__], watch, fence, values, readymade, audit,
+                   sys.modules["lmbook.grading.checks"]):
         for name, obj in sorted(vars(module).items()):
             if name.startswith(_COMPILER_GLOBALS):
                 continue
@@ -396,8 +397,10 @@ def _fingerprint(checks) -> tuple:
 
 
 def _tampering_seen(expected: tuple, checks) -> str | None:
-    from lmbook.grading import watch
+    from lmbook.grading import audit, watch
 
+    if refused := audit.refused():
+        return refused
     if not watch._hooks_in_place():
         return "the notebook replaced the grader's hook on new threads (_thread.start_new_thread) in the sandbox"
     if _fingerprint(checks) != expected:
@@ -470,7 +473,7 @@ def main(job_dir: Path) -> None:
 
 
 def _notebook(job: dict, replies, messages, hidden: dict[int, tuple[int, int]]) -> None:
-    from lmbook.grading import watch
+    from lmbook.grading import audit, watch
     from lmbook.grading.values import to_wire
 
     def emit(**kw) -> None:
@@ -481,6 +484,7 @@ def _notebook(job: dict, replies, messages, hidden: dict[int, tuple[int, int]]) 
     shell = make_shell(outputs)
     _limit_threads()
     watch.install_thread_hooks()  # before any student code: every thread it starts is watched
+    audit.refuse()  # and no process, program or raw memory for it, however reached
     checks = None
     if job.get("checks_module"):
         try:

@@ -30,7 +30,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from .checks import Check
-from .reach import raw_reach
+from .reach import modules_on_the_way, raw_reach
 from .readymade import is_torch_name, torch_match
 
 
@@ -371,6 +371,20 @@ def _file_name(text: str) -> bool:
         text.startswith("/proc") or ".npy" in text))
 
 
+def _suspect_on_the_way(chain: list[str]) -> str | None:
+    """What an attribute chain from a library module reaches through a module that library imported
+    (``torch.serialization.os.fork``: the operating system), in words; None when it reaches nothing so."""
+    dotted = ".".join(chain)
+    for name, then in modules_on_the_way(chain):
+        top = name.split(".")[0]
+        what = SUSPECT_MODULES.get(top) or ("other processes" if top in PROCESS_PACKAGES else raw_reach(top))
+        if top == "sys" and then in SUSPECT_SYS:
+            what = "part of the interpreter the grader relies on"
+        if what:
+            return f"reaches `{name}` through `{dotted}`: {what}"
+    return None
+
+
 def _ipython_path_allowed(path: str) -> bool:
     return path == "IPython" or path == "IPython.display" or path.startswith("IPython.display.")
 
@@ -503,6 +517,11 @@ def find_tampering(cells: Iterable[tuple[int, str]]) -> list[Finding]:
                                                        and not isinstance(up.get(id(node)), ast.Attribute)):
                     flag(node, f"reaches `{full or node.attr}`, torch's internals or the hooks on its calls, which "
                                "the grader's watch over the answer relies on")
+                elif path and (path[0] in imports or path[0] in aliases) \
+                        and not isinstance(up.get(id(node)), ast.Attribute) \
+                        and (through := _suspect_on_the_way([*(imports.get(path[0]) or aliases[path[0]]).split("."),
+                                                             *path[1:]])):
+                    flag(node, through)
             if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
                 targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
                 for t in targets:
