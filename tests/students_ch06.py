@@ -759,6 +759,10 @@ def pairs_n_over_h(n, h):
     return n // h
 
 
+def pairs_blocks_halved(n, h):  # the blocks right, then each pair counted once, as if attention were symmetric
+    return h * (n // h) ** 2 / 2
+
+
 def pairs_right_formula(n, h):
     return n * n // h
 
@@ -812,6 +816,7 @@ WRONG.update({
         Student(pairs_lost, _has(WRONG_RESHAPE, "counted the pairs that are lost")),
         Student(pairs_n_times_h, None),
         Student(pairs_n_over_h, None),
+        Student(pairs_blocks_halved, None, note="h (n/h)² / 2: equals n when n/h = 2"),
     ],
 })
 

@@ -73,6 +73,18 @@ def ln_eps_on_sigma(x, weight, bias, eps=1e-5):
     return weight * ((x - mu) / (sigma + eps)) + bias
 
 
+def ln_variance_floor(x, weight, bias, eps=1e-5):  # ε read as "keep the variance above ε"
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return weight * (x - mu) / torch.sqrt(torch.clamp(var, min=eps)) + bias
+
+
+def ln_std_floor(x, weight, bias, eps=1e-5):  # never divide by less than ε
+    mu = x.mean(-1, keepdim=True)
+    sigma = ((x - mu) ** 2).mean(-1, keepdim=True).sqrt()
+    return weight * (x - mu) / torch.maximum(sigma, torch.full_like(sigma, eps)) + bias
+
+
 def ln_shortcut_variance(x, weight, bias, eps=1e-5):  # E[x²] − E[x]²: one pass, cancels in float32
     mean = x.mean(-1, keepdim=True)
     mean_sq = (x ** 2).mean(-1, keepdim=True)
@@ -667,6 +679,8 @@ WRONG = {
         Student(ln_annotated_transformer, _has(LAYER_NORM, "wrote the Annotated Transformer's")),
         Student(ln_eps_on_sigma, _has(LAYER_NORM, "added ε to the standard deviation")),
         Student(ln_shortcut_variance, _has(LAYER_NORM, "computed the variance as E[x²] − E[x]²")),
+        Student(ln_variance_floor, _has(LAYER_NORM, "used ε as a floor"), note="var.clamp(min=eps)"),
+        Student(ln_std_floor, _has(LAYER_NORM, "used ε as a floor"), note="maximum(σ, eps)"),
         Student(ln_in_place, None),
         Student(ln_float32, None),
         Student(ln_eps_hardcoded, _has(LAYER_NORM, "used a fixed ε instead of the eps argument")),

@@ -372,6 +372,12 @@ def dp_log_sigmoid(policy_chosen, policy_rejected, ref_chosen, ref_rejected, bet
     return -torch.log(torch.sigmoid(beta * margin)).mean()
 
 
+def dp_log1p_exp(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta):
+    # −ln σ(z) = ln(1 + e^−z), written out: e^−z overflows for a very wrong pair
+    z = beta * ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected))
+    return torch.log1p(torch.exp(-z)).mean()
+
+
 def dp_sum(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta):
     margin = policy_chosen - ref_chosen - policy_rejected + ref_rejected
     return -F.logsigmoid(beta * margin).sum()
@@ -530,7 +536,8 @@ WRONG = {
         Student(dp_crossed, _has(DPO_LOSS, "took each log-ratio against the other response's reference")),
         Student(dp_beta_outside, _has(DPO_LOSS, "multiplied the loss by β")),
         Student(dp_no_log, _has(DPO_LOSS, "left out the logarithm")),
-        Student(dp_log_sigmoid, _has(DPO_LOSS, "computed ln σ(z) as log(sigmoid(z))")),
+        Student(dp_log_sigmoid, _has(DPO_LOSS, "computed ln σ(z) in a form")),
+        Student(dp_log1p_exp, _has(DPO_LOSS, "computed ln σ(z) in a form"), "ln(1 + exp(−z)): exp overflows"),
         Student(dp_sum, _has(DPO_LOSS, "summed over the pairs")),
         Student(dp_ratio_of_probs, None),
         Student(dp_where_overflows_unseen, None, "right value, nan gradient from the branch torch.where drops"),

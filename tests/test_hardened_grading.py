@@ -254,7 +254,7 @@ def test_plain_nbgrader_autograde_alone_is_hardened(batch, tmp_path):
     r = _nbgrader(course, "generate_assignment", "ch01", "--force")
     assert r.returncode == 0, r.stderr[-2000:]
     picks = ["honest", "monkeypatch_allclose", "tags_on_tests", "edited_test_cells", "honest_habits",
-             "thread_pool_operator"]
+             "thread_pool_operator", "forks_by_a_route_unread"]
     for student in picks:
         dest = course / "submitted" / student / "ch01"
         dest.mkdir(parents=True)
@@ -263,6 +263,14 @@ def test_plain_nbgrader_autograde_alone_is_hardened(batch, tmp_path):
     r = _nbgrader(course, "autograde", "ch01", "--create")
     assert r.returncode == 0, r.stderr[-2000:]
     assert _export(course, tmp_path) == {s: float(batch["rows"][s]["total"]) for s in picks}
+    metadata = {s: json.loads(next((course / "autograded" / s / "ch01").glob("*.ipynb")).read_text())["metadata"]
+                ["lmbook"] for s in picks}
+    assert any("tried to start a process" in line for line in metadata["forks_by_a_route_unread"]["flagged"]), \
+        metadata["forks_by_a_route_unread"]
+    assert not metadata["honest"]["flagged"], metadata["honest"]
+    # the hidden training test's figures are the instructor's: in the autograded notebook's metadata
+    assert any(line.startswith("hidden test of train_lm (not in the student's feedback): train_lm: perplexity")
+               for line in metadata["honest"]["instructor"]), metadata["honest"]
 
 
 # ----------------------------------------------------------------------------- re-runs and interruptions

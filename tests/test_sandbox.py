@@ -381,7 +381,9 @@ from lmbook.grading import sandbox
 tmp, cells = Path(sys.argv[1]), json.loads(sys.argv[2])
 job = tmp / "job"
 steps = [{"kind": "code", "source": c} for c in cells]
-(job / "job.json").write_text(json.dumps({"checks_module": None, "steps": steps}))
+# without the runner's audit hook, which would refuse the attacks' ctypes and programs: what is tested here is
+# the layer below it, the sandbox's mounts, as a notebook that defeated the hook would find them
+(job / "job.json").write_text(json.dumps({"checks_module": None, "steps": steps, "audit_hook": False}))
 result = sandbox.run(job, [sandbox.Step(60) for _ in cells])
 print(json.dumps([(result.step_end(i) or {}).get("outputs") for i in range(len(cells))]))
 """

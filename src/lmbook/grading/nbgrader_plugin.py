@@ -256,6 +256,11 @@ class SandboxedExecute(Preprocessor):
         student = resources.get("nbgrader", {}).get("student", "?")
         for line in graded.flagged:
             self.log.warning("%s: flagged: %s", student, line)
+        # A hidden training test's figures (perplexity on the hidden text, training time): the instructor's, in
+        # nbgrader's log and the autograded notebook's metadata, never in a cell the feedback shows
+        _own_metadata(nb)["instructor"] = list(graded.instructor)
+        for line in graded.instructor:
+            self.log.info("%s: %s", student, line)
         if graded.problem:
             self.log.warning("%s: %s", student, graded.problem)
         return nb, resources

@@ -484,7 +484,8 @@ def _notebook(job: dict, replies, messages, hidden: dict[int, tuple[int, int]]) 
     shell = make_shell(outputs)
     _limit_threads()
     watch.install_thread_hooks()  # before any student code: every thread it starts is watched
-    audit.refuse()  # and no process, program or raw memory for it, however reached
+    if job.get("audit_hook", True):  # off only in the sandbox's own tests: what holds were the hook defeated
+        audit.refuse()  # and no process, program or raw memory for it, however reached
     checks = None
     if job.get("checks_module"):
         try:

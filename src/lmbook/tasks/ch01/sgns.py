@@ -67,7 +67,9 @@ SGNS_LOSS = Check(
         Mutant(_sgns_with(neg_sign=1.0), "used σ(u_k·v_c) for the negatives; noise words need σ(-u_k·v_c)"),
         Mutant(_sgns_with(reduce="sum"), "summed over the batch; the loss is the batch mean"),
         Mutant(_sgns_with(with_neg=False), "left out the negative samples' term"),
-        Mutant(_sgns_with(naive=True), "log(sigmoid(x)) underflows to log(0) = -inf for large |x|: use "
+        Mutant(_sgns_with(naive=True), "computed log σ(x) in a form that is infinite for a large |x|: log(sigmoid(x)) "
+                                       "is log(0) = -inf once σ(x) underflows to 0, and log(1 / (1 + exp(-x))) "
+                                       "overflows in exp(-x) first, at the same x; use "
                                        "torch.nn.functional.logsigmoid"),
         Mutant(_sgns_with(neg_reduce="mean"), "averaged over the k negatives; they are summed"),
         Mutant(_sgns_mean_of_all_terms, "took one mean over the batch and the k+1 terms: sum a pair's k+1 terms, "

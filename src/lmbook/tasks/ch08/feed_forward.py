@@ -97,4 +97,5 @@ FEED_FORWARD = Check(
     forbidden_attrs=(*ATTRS, "FeedForward"),
     forbidden_modules=MODULES,
     keep_dtype=True,
+    grad_of=(0, 1, 2, 3, 4),  # x and the four weights: a Transformer is trained through it
 )

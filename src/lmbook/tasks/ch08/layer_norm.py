@@ -60,6 +60,10 @@ def _ln_with(mistake: str):
             normed = (x - mu) / var.sqrt()
         elif mistake.startswith("fixed_eps"):  # a constant written in, the argument ignored
             normed = (x - mu) / torch.sqrt(var + float(mistake.split(":")[1]))
+        elif mistake == "variance_floor":  # ε as the smallest variance allowed
+            normed = (x - mu) / torch.sqrt(var.clamp(min=eps))
+        elif mistake == "std_floor":
+            normed = (x - mu) / var.sqrt().clamp(min=eps)
         elif mistake == "variance":
             normed = (x - mu) / (var + eps)
         else:
@@ -88,7 +92,9 @@ def _ln_cases(hidden: bool) -> list[Case]:
                 sized("float64 inputs, x (2, 3, 4), eps=1e-3", _ln_sized, B=2, n=3, d=4, eps=1e-3, dtype=torch.float64,
                       floors=SHRINK),
                 Case("d = 1: x (2, 3, 1), one feature per vector (σ² = 0, the output is the bias)",
-                     _ln_case((2, 3, 1)))]
+                     _ln_case((2, 3, 1))),
+                sized("a spread smaller than ε: x (2, 3, 6) of std 0.1, eps=0.1", _ln_sized, B=2, n=3, d=6,
+                      eps=0.1, scale=0.1, floors=SHRINK)]
     return [Case("a batch of one, length one: x (1, 1, 8)", _ln_case((1, 1, 8))),
             Case("length one, x (3, 1, 16)", _ln_case((3, 1, 16))),
             Case("a 2-d input (n, d) = (7, 12)", _ln_case((7, 12))),
@@ -126,6 +132,9 @@ LAYER_NORM = Check(
         *[Mutant(_ln_with(f"fixed_eps:{e}"), "used a fixed ε instead of the eps argument: divide by sqrt(σ² + eps) "
                                              "with the eps given (1e-5 in the block, 0.1 or 1e-3 in the tests)")
           for e in (1e-5, 1e-6, 1e-12)],
+        *[Mutant(_ln_with(m), "used ε as a floor, max(σ², ε) or max(σ, ε): ε is added to the variance, "
+                              "(x − μ) / sqrt(σ² + ε), so it changes every vector a little, not only the flat ones")
+          for m in ("variance_floor", "std_floor")],
         Mutant(_ln_with("variance"), "divided by the variance: divide by the standard deviation, sqrt(σ² + ε)"),
         Mutant(_ln_with("no_affine"), "left out the gain and the bias: LN(x) = g ⊙ x̂ + b, with x̂ the normalised "
                                       "vector"),
@@ -139,4 +148,5 @@ LAYER_NORM = Check(
     forbidden_attrs=(*ATTRS, *TORCH_NORM_ATTRS),
     forbidden_modules=MODULES,
     keep_dtype=True,
+    grad_of=(0, 1, 2),  # x, the gain and the bias: a Transformer is trained through it
 )

@@ -86,8 +86,10 @@ DPO_LOSS = Check(
                                           "sigmoid, −ln σ(β Δ)"),
         Mutant(_dpo_with("no_log"), "left out the logarithm: the loss is −ln σ(β Δ), the negative log-likelihood "
                                     "of the preference"),
-        Mutant(_dpo_with("naive"), "computed ln σ(z) as log(sigmoid(z)): σ(z) underflows to 0 for a large negative "
-                                   "z and the loss becomes inf; use F.logsigmoid (or −softplus(−z))"),
+        Mutant(_dpo_with("naive"), "computed ln σ(z) in a form that is infinite for a large negative z: "
+                                   "log(sigmoid(z)) is log(0) once σ(z) underflows to 0, and log(1 + exp(−z)) "
+                                   "overflows in exp(−z) first, at the same z; the loss becomes inf; use "
+                                   "F.logsigmoid (or −softplus(−z))"),
         Mutant(_dpo_with("sum"), "summed over the pairs: the loss is the mean over the batch"),
     ],
     forbidden=(_D.dpo_loss,),

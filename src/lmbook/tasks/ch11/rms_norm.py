@@ -104,4 +104,5 @@ RMS_NORM = Check(
     forbidden_attrs=(*ATTRS, "rms_norm", "RMSNorm"),
     forbidden_modules=MODULES,
     keep_dtype=True,
+    grad_of=(0, 1),  # x and the gain: Llama is trained through it
 )

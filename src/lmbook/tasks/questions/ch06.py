@@ -99,10 +99,12 @@ WRONG_RESHAPE = Check(
     what="n²/h: the reshape without the transpose cuts the sequence into h blocks of n/h positions",
     reference=_wrong_reshape_pairs,
     compare=exact_int,
-    cases=[Case("n = 4, h = 2 (the chapter's example)", given(4, 2)), Case("n = 6, h = 3", given(6, 3))],
+    # blocks of n/h = 2 and 3 positions: were every block 2 positions long, n²/(2h) would equal n, and an
+    # answer that halves the right count would read as "each output depends on its own input only"
+    cases=[Case("n = 4, h = 2 (the chapter's example)", given(4, 2)), Case("n = 9, h = 3", given(9, 3))],
     hidden_cases=[Case("n = 8, h = 2", given(8, 2)), Case("n = 12, h = 4", given(12, 4)),
                   Case("n = 5, one head", given(5, 1)), Case("n = 16, h = 16", given(16, 16)),
-                  Case("n = 32, h = 8", given(32, 8)), Case("n = 9, h = 3", given(9, 3))],
+                  Case("n = 32, h = 8", given(32, 8)), Case("n = 6, h = 3", given(6, 3))],
     mutants=[
         Mutant(lambda n, h: n * n,
                "predicted that nothing changes: without the transpose, head a gets whole positions "
