@@ -7,12 +7,18 @@ own process: each snippet runs there as a notebook cell runs (code compiled unde
 
 from __future__ import annotations
 
+import csv
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
+import nbformat
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SNIPPETS = {
     # refused: the student's own code starting processes and programs, by any name
@@ -97,3 +103,26 @@ def test_the_record_names_the_event_and_nothing_the_student_chose(outcomes):
     assert outcomes["os_fork"]["recorded"] == "the notebook tried to start a process (`os.fork`), which the " \
                                               "sandbox refuses"
     assert outcomes["posix_fork_by_a_computed_name"]["recorded"] == outcomes["os_fork"]["recorded"]
+
+
+@pytest.mark.slow
+def test_a_model_compiled_with_torch_compile_is_graded_like_any_other_in_the_sandbox(tmp_path):
+    # torch.compile runs a C++ compiler (a program) from torch's own code: a library's process, left alone by
+    # the hook, in the notebook's run and in the hidden test's
+    sys.path.insert(0, str(Path(__file__).parent))
+    from hostile_corpus import GOOD, NOTEBOOK, fill
+
+    compiled = GOOD["train_lm"].replace("    contexts, targets =", "    fast = torch.compile(model)\n"
+                                        "    contexts, targets =", 1).replace("F.cross_entropy(model(",
+                                                                               "F.cross_entropy(fast(", 1)
+    assert "torch.compile(model)" in compiled and "fast(contexts" in compiled
+    (tmp_path / "subs" / "compiled").mkdir(parents=True)
+    nbformat.write(fill({**GOOD, "train_lm": compiled}), tmp_path / "subs" / "compiled" / NOTEBOOK)
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+    r = subprocess.run([sys.executable, "-m", "lmbook.autograde", str(tmp_path / "subs"), "--out",
+                        str(tmp_path / "out"), "--course", str(ROOT / "autograder")],
+                       capture_output=True, text=True, env=env, cwd=ROOT, timeout=1800)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    with open(tmp_path / "out" / "grades.csv", newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    assert (row["train_lm"], row["flagged"]) == ("4", ""), row
