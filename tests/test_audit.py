@@ -7,7 +7,6 @@ own process: each snippet runs there as a notebook cell runs (code compiled unde
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -17,11 +16,12 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from grading_outputs import rows
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SNIPPETS = {
-    # refused: the student's own code starting processes and programs, by any name
+# the student's own code starting processes and programs, or reading memory, by any name: refused
+REFUSED = {
     "os_fork": "import os\nif os.fork() == 0:\n    os._exit(0)",
     "posix_fork_by_a_computed_name": "import posix\nstart = getattr(posix, 'fo' + 'rk')\nif start() == 0:\n"
                                      "    posix._exit(0)",
@@ -34,7 +34,9 @@ SNIPPETS = {
     "ctypes_raw_read": "import ctypes\nctypes.string_at(id(1), 8)",
     "gc_live_objects": "import gc\nhooks = [o for o in gc.get_objects() if callable(o)]",
     "code_under_a_librarys_name": "import os\nexec(compile('x = 1', os.__file__, 'exec'))",
-    # left alone: honest habits, and libraries starting processes for themselves
+}
+# honest habits, and libraries starting processes for themselves: left alone
+HONEST = {
     "warnings_logging_dataclass": "import warnings, logging, dataclasses\nwarnings.warn('large logits')\n"
                                   "logging.getLogger().info('step')\n@dataclasses.dataclass\nclass Config:\n"
                                   "    d: int = 32\nConfig()",
@@ -45,7 +47,7 @@ SNIPPETS = {
                          "plt.plot([1, 2])\nplt.gcf().canvas.draw()",
     "code_made_from_a_string": "exec(compile('y = 2', '<string>', 'exec'))",
 }
-REFUSED = {name for name in SNIPPETS if list(SNIPPETS).index(name) < list(SNIPPETS).index("warnings_logging_dataclass")}
+SNIPPETS = {**REFUSED, **HONEST}
 
 CHILD = textwrap.dedent("""
     import json, sys
@@ -80,7 +82,7 @@ def test_the_students_own_request_is_refused_and_recorded(outcomes, name):
     assert got["recorded"] and "which the sandbox refuses" in got["recorded"], got
 
 
-@pytest.mark.parametrize("name", sorted(set(SNIPPETS) - REFUSED))
+@pytest.mark.parametrize("name", sorted(HONEST))
 def test_honest_code_and_libraries_own_processes_are_left_alone(outcomes, name):
     assert outcomes[name] == {"ran": True, "recorded": None}, outcomes[name]
 
@@ -109,7 +111,6 @@ def test_the_record_names_the_event_and_nothing_the_student_chose(outcomes):
 def test_a_model_compiled_with_torch_compile_is_graded_like_any_other_in_the_sandbox(tmp_path):
     # torch.compile runs a C++ compiler (a program) from torch's own code: a library's process, left alone by
     # the hook, in the notebook's run and in the hidden test's
-    sys.path.insert(0, str(Path(__file__).parent))
     from hostile_corpus import GOOD, NOTEBOOK, fill
 
     compiled = GOOD["train_lm"].replace("    contexts, targets =", "    fast = torch.compile(model)\n"
@@ -123,6 +124,5 @@ def test_a_model_compiled_with_torch_compile_is_graded_like_any_other_in_the_san
                         str(tmp_path / "out"), "--course", str(ROOT / "autograder")],
                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=1800)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    with open(tmp_path / "out" / "grades.csv", newline="") as f:
-        (row,) = list(csv.DictReader(f))
+    row = rows(tmp_path / "out")["compiled"]
     assert (row["train_lm"], row["flagged"]) == ("4", ""), row

@@ -45,6 +45,15 @@ def float64_inputs(on: bool) -> Iterator[None]:
         _FLOAT64_INPUTS.reset(token)
 
 
+def tensors_in(x) -> list[torch.Tensor]:
+    """Every tensor in x and its tuples, lists and dicts."""
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, tuple | list | dict):
+        return [t for v in (x.values() if isinstance(x, dict) else x) for t in tensors_in(v)]
+    return []
+
+
 def to_reference(x):
     """Move a result to CPU float64 so references and answers are compared on equal terms (also the tensors
     inside tuples, lists and dicts: a dict of weights left on a GPU beside CPU inputs fails the reference)."""

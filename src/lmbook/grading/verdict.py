@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .compare import float64_inputs, to_reference
+from .compare import float64_inputs, tensors_in, to_reference
 from .gradients import gradient_problem
 from .reproduce import reproduction
 
@@ -53,14 +53,6 @@ def reference_of(check, o: Outcome):
         return check.reference(*to_reference(o.args), **to_reference(o.kwargs))
 
 
-def _tensors(x) -> list[torch.Tensor]:
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, tuple | list | dict):
-        return [t for v in (x.values() if isinstance(x, dict) else x) for t in _tensors(v)]
-    return []
-
-
 def _argument_names(check, changed: Sequence[str]) -> str:
     try:
         params = list(inspect.signature(check.reference).parameters)
@@ -77,7 +69,7 @@ def raised_message(raised: str) -> str:
 
 
 def _floats64(x) -> bool:
-    return any(t.dtype == torch.float64 for t in _tensors(x))
+    return any(t.dtype == torch.float64 for t in tensors_in(x))
 
 
 def outcome_problem(check, o: Outcome) -> str | None:
@@ -88,7 +80,7 @@ def outcome_problem(check, o: Outcome) -> str | None:
     if o.changed and check.inputs_kept:
         problems.append(f"changed its input {_argument_names(check, o.changed)} in place: leave the caller's "
                         "tensors as they were (write `x = x * 2`, not `x *= 2` or `x[...] = ...` on an input)")
-    inputs, outputs = _tensors((o.args, o.kwargs)), _tensors(o.out)
+    inputs, outputs = tensors_in((o.args, o.kwargs)), tensors_in(o.out)
     devices = {t.device.type for t in inputs}
     moved = [t.device.type for t in outputs if devices and t.device.type not in devices]
     if moved:
@@ -135,7 +127,7 @@ def hidden_problem(check, o: Outcome) -> str | None:
     said = []
     if o.changed:
         said.append("changed one of its inputs in place")
-    outputs, inputs = _tensors(o.out), _tensors((o.args, o.kwargs))
+    outputs, inputs = tensors_in(o.out), tensors_in((o.args, o.kwargs))
     if check.no_grad and any(t.requires_grad for t in outputs):
         said.append("returned a tensor that still tracks gradients")
     if check.keep_dtype and any(t.is_floating_point() for t in inputs) and any(
@@ -143,7 +135,7 @@ def hidden_problem(check, o: Outcome) -> str | None:
             for t in outputs):
         said.append("returned another floating dtype than its inputs'")
     if check.compare(o.out, ref) is not None:
-        refs = _tensors(ref)
+        refs = tensors_in(ref)
         if not _answer_like(check, ref):  # e.g. a sampling task, whose reference is a distribution to test against
             said.append("returned a result that fails this case's test")
         elif type(o.out) is not type(ref) and not (isinstance(ref, float | int) and isinstance(o.out, float | int)):
