@@ -189,6 +189,14 @@ def att_exp(Q, K, V, key_mask, causal):
     return A @ V, A
 
 
+def att_weights_detached(Q, K, V, key_mask, causal):  # "A is only returned to be plotted": detached
+    scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
+    n = Q.shape[1]
+    allowed = key_mask[:, None, :] & (torch.ones(n, n, dtype=torch.bool, device=Q.device).tril() if causal else True)
+    A = scores.masked_fill(~allowed, float("-inf")).softmax(-1).detach()
+    return A @ V, A
+
+
 def att_right_minus_1e9(Q, K, V, key_mask, causal):
     scores = Q @ K.transpose(1, 2) / math.sqrt(Q.shape[-1])
     scores = scores.masked_fill(~key_mask[:, None, :], -1e9)
@@ -404,6 +412,7 @@ WRONG = {
         Student(qkv_bias_scaled, None, note="half the biases"),
     ],
     "masked_attention": [
+        Student(att_weights_detached, None, note="right values; no gradient reaches Q or K"),
         Student(att_no_scale, _has(MASKED_ATTENTION, "left out the 1/sqrt(d_k)")),
         Student(att_by_d, _has(MASKED_ATTENTION, "divided the scores by d_k")),
         Student(att_softmax_dim1, _has(MASKED_ATTENTION, "took the softmax over the queries")),

@@ -300,6 +300,26 @@ def mha_right_loop(query, key, value, in_proj_weight, in_proj_bias, out_proj_wei
     return F.linear(torch.cat(outs, dim=-1), out_proj_weight, out_proj_bias), torch.stack(weights, dim=1)
 
 
+def mha_softmax_no_grad(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
+                        key_padding_mask, causal):  # "the weights are probabilities, not parameters"
+    d = query.shape[-1]
+    d_head = d // n_head
+    q, k, v = _project(query, key, value, in_proj_weight, in_proj_bias)
+    bias = torch.zeros(key_padding_mask.shape, dtype=q.dtype, device=q.device).masked_fill(key_padding_mask, INF)
+    bias = bias[:, None, :]
+    if causal:
+        n = query.shape[1]
+        bias = bias + torch.full((n, n), INF, dtype=q.dtype, device=q.device).triu(1)
+    outs, weights = [], []
+    for i in range(n_head):
+        cols = slice(i * d_head, (i + 1) * d_head)
+        with torch.no_grad():
+            A = torch.softmax(torch.bmm(q[..., cols], k[..., cols].transpose(1, 2)) * d_head ** -0.5 + bias, dim=-1)
+        outs.append(torch.bmm(A, v[..., cols]))
+        weights.append(A)
+    return F.linear(torch.cat(outs, dim=-1), out_proj_weight, out_proj_bias), torch.stack(weights, dim=1)
+
+
 def mha_right_einsum(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
                      key_padding_mask, causal):
     B, n_q, d = query.shape
@@ -594,6 +614,7 @@ WRONG = {
         Student(merge_positions_reversed, None, note="the positions in reverse order"),
     ],
     "multihead_attention": [
+        Student(mha_softmax_no_grad, None, note="right values; the softmax under torch.no_grad()"),
         Student(mha_no_scale, _has(MULTIHEAD_ATTENTION, "left out the 1/sqrt(d_head)")),
         Student(mha_sqrt_d, _has(MULTIHEAD_ATTENTION, "divided the scores by sqrt(d)")),
         Student(mha_mask_true_is_real, _has(MULTIHEAD_ATTENTION, "inverted the padding mask")),

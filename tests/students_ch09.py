@@ -396,6 +396,17 @@ def _mlp(h, p, act=lambda u: F.gelu(u, approximate="tanh")):
     return act(h @ p["linear1.weight"].T + p["linear1.bias"]) @ p["linear2.weight"].T + p["linear2.bias"]
 
 
+def _ln_constant_statistics(x, p, i):  # the mean and variance as constants, as BatchNorm's running ones
+    mu = x.mean(-1, keepdim=True).detach()
+    var = ((x - mu) ** 2).mean(-1, keepdim=True).detach()
+    return p[f"norm{i}.weight"] * (x - mu) / torch.sqrt(var + 1e-5) + p[f"norm{i}.bias"]
+
+
+def blk_layer_norm_statistics_detached(x, params, n_head):
+    x = x + _attn(_ln_constant_statistics(x, params, 1), params, n_head)
+    return x + _mlp(_ln_constant_statistics(x, params, 2), params)
+
+
 def blk_erf_gelu(x, params, n_head):
     x = x + _attn(_ln(x, params, 1), params, n_head)
     return x + _mlp(_ln(x, params, 2), params, F.gelu)
@@ -1131,6 +1142,7 @@ WRONG = {
         Student(dec_replace_as_question, None, note="? for U+FFFD"),
     ],
     "gpt_block": [
+        Student(blk_layer_norm_statistics_detached, None, note="right values; LayerNorm's μ and σ² detached"),
         Student(blk_erf_gelu, _has(GPT_BLOCK, "used the exact (erf) GELU")),
         Student(blk_relu, _has(GPT_BLOCK, "used ReLU")),
         Student(blk_no_mask, _has(GPT_BLOCK, "left out the causal mask")),

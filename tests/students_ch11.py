@@ -75,6 +75,15 @@ def rn_right_einsum(x, weight, eps=1e-6):
 # ----------------------------------------------------------------------------- swiglu
 
 
+def sw_silu_numpy(x, params):  # numpy refused a tensor that requires grad, so it was detached first
+    import numpy as np
+
+    gate = x @ params["gate_proj.weight"].T
+    g = gate.detach().cpu().numpy()
+    silu = torch.from_numpy(g / (1 + np.exp(-g))).to(gate.device)
+    return (silu * (x @ params["up_proj.weight"].T)) @ params["down_proj.weight"].T
+
+
 def sw_swapped(x, params):
     gate = x @ params["gate_proj.weight"].T
     up = x @ params["up_proj.weight"].T
@@ -499,6 +508,7 @@ WRONG = {
         Student(rn_eps_squared, None),
     ],
     "swiglu": [
+        Student(sw_silu_numpy, None, note="right values; silu computed in numpy, outside autograd"),
         Student(sw_swapped, _has(SWIGLU, "put silu on the up branch")),
         Student(sw_both, _has(SWIGLU, "put silu on both branches")),
         Student(sw_gelu, _has(SWIGLU, "used GELU for the gate")),

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from lmbook.grading import gradients, judge, runner, values
 from lmbook.grading.checks import CheckFailed, case_inputs, run_check
 from lmbook.tasks.ch01 import CROSS_ENTROPY
-from lmbook.tasks.ch11 import DPO_LOSS
+from lmbook.tasks.ch06 import MULTIHEAD_ATTENTION
+from lmbook.tasks.ch11 import DPO_LOSS, SWIGLU
 
 CPU = torch.device("cpu")
 
@@ -138,3 +139,52 @@ def test_the_weights_of_a_result_with_many_elements_are_fixed_and_not_all_equal(
     w = gradients.cotangent(torch.zeros(2, 3))
     assert torch.equal(w, gradients.cotangent(torch.ones(2, 3))) and len(set(w.flatten().tolist())) == 6
     assert gradients.cotangent(torch.tensor(5.0)).item() == 1.0
+
+
+def swiglu_down_detached(x, params):  # "the last layer is frozen": its weight is read through .detach()
+    h = F.silu(x @ params["gate_proj.weight"].T) * (x @ params["up_proj.weight"].T)
+    return h @ params["down_proj.weight"].detach().T
+
+
+def swiglu_right(x, params):
+    return F.linear(F.silu(F.linear(x, params["gate_proj.weight"])) * F.linear(x, params["up_proj.weight"]),
+                    params["down_proj.weight"])
+
+
+def test_each_parameter_of_a_dict_is_checked_and_named_as_the_statement_names_it():
+    said = _verdict(SWIGLU, swiglu_down_detached)
+    assert "no gradient reaches `params['down_proj.weight']`" in said, said
+    for hidden in (False, True):
+        assert _verdict(SWIGLU, swiglu_right, hidden=hidden) == "passed", "a right SwiGLU failed"
+
+
+def test_a_dict_of_parameters_gets_its_gradients_across_the_sandbox_wall():
+    args, kwargs = case_inputs(SWIGLU.cases[0], 0, 0, CPU)
+    result = values.call_once(swiglu_down_detached, list(args), kwargs, 0, grad_of=SWIGLU.grad_of)
+    arrays: values.Arrays = {}
+    reply = json.loads(json.dumps(runner.reply_of(result, "c0", arrays)))
+    outcome = judge.outcome_of(reply, SWIGLU, SWIGLU.cases[0], 0, args, kwargs, None,
+                               json.loads(json.dumps(values.to_wire(arrays))))
+    assert len(outcome.grads) == 1 + len(args[1]), "one gradient for x and one per parameter"
+    assert outcome.grads[-1] is None, "the detached down_proj.weight got a gradient across the wall"
+    problem = gradients.gradient_problem(SWIGLU, args, kwargs, outcome.grads)
+    assert problem is not None and "params['down_proj.weight']" in problem, problem
+
+
+def mha_weights_detached_for_plotting(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight,
+                                      out_proj_bias, n_head, key_padding_mask, causal):
+    """Right: the weights returned beside the output are detached (to be plotted); the output is not."""
+    y, a = torch.nn.functional.multi_head_attention_forward(
+        query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1), query.shape[-1], n_head, in_proj_weight,
+        in_proj_bias, None, None, False, 0.0, out_proj_weight, out_proj_bias, key_padding_mask=key_padding_mask,
+        need_weights=True, attn_mask=torch.ones(query.shape[1], key.shape[1], dtype=torch.bool,
+                                                device=query.device).triu(1) if causal else None,
+        average_attn_weights=False)
+    return y.transpose(0, 1), a.detach()
+
+
+def test_only_the_first_tensor_of_a_result_is_trained_through():
+    result = values.call_once(mha_weights_detached_for_plotting,
+                              list(case_inputs(MULTIHEAD_ATTENTION.cases[0], 0, 0, CPU)[0]), {}, 0,
+                              grad_of=MULTIHEAD_ATTENTION.grad_of)
+    assert all(g is not None for g in result["grads"]), "the output's gradient did not reach every input"

@@ -100,17 +100,29 @@ class _Refuser:
             frame = frame.f_back
         return False
 
-    def __call__(self, event: str, args: tuple) -> None:
+    def judge(self, event: str, args: tuple) -> None:
         if event in REFUSED:
             what = REFUSED[event]
-        elif event in NAMING and len(args) > 1 and self.kind(_name(args[1])) != STUDENT:
+        elif len(args) > 1 and self.kind(_name(args[1])) != STUDENT:  # one of NAMING
             what = "give its own code a library's file name"
         else:
             return
-        if not self.asked_by_student(sys._getframe(1)):
+        if not self.asked_by_student(sys._getframe(2)):
             return
         self.refused.append(f"the notebook tried to {what} (`{event}`), which the sandbox refuses")
         raise PermissionError(f"the grader's sandbox does not let a notebook {what} ({event})")
+
+    def hook(self):
+        """The function Python calls for every audit event. Most are of no concern (a profile hook reading a
+        frame's code is one, for every call a training loop makes): a plain function turns them away with
+        one lookup, and only the rest reach :meth:`judge`."""
+        concern, judge = frozenset(REFUSED) | frozenset(NAMING), self.judge
+
+        def hook(event: str, args: tuple) -> None:
+            if event in concern:
+                judge(event, args)
+
+        return hook
 
 
 def _name(value) -> str | None:
@@ -127,7 +139,7 @@ def refuse() -> None:
     global _refuser
     if _refuser is None:
         _refuser = _Refuser()
-        sys.addaudithook(_refuser)
+        sys.addaudithook(_refuser.hook())
 
 
 def refused() -> str | None:

@@ -8,6 +8,7 @@ the gradient of its result reaches the decision beside the result:
 
     ∂/∂x_i  Σ (out ⊙ w),   w = cos(0.7 k + 0.3) over the result's elements k  (w = 1 for one number)
 
+The first tensor of a result that is several (an output and its attention weights) is the one differentiated.
 The reference's gradient, computed the same way in float64 by ``torch.autograd`` on the task's reference,
 is what it is compared with. The same function runs in the student's kernel and in the grader's sandbox.
 """
@@ -34,31 +35,54 @@ def cotangent(out: torch.Tensor) -> torch.Tensor:
     return torch.cos(0.7 * k + 0.3).to(out.dtype).reshape(out.shape)
 
 
-def tracked(args: Sequence, grad_of: Sequence[int]) -> tuple[list, list[torch.Tensor | None]]:
-    """The arguments to pass, those in ``grad_of`` tracked by autograd, and the leaves to differentiate by.
-
-    What is passed is a copy with the argument's layout (a slice stays a slice), computed from the leaf: not the
-    leaf itself, so that changing it in place is the task's ordinary "changed its input" failure, not
-    autograd's error about leaves."""
-    args, leaves = list(args), []
+def inputs_trained(args: Sequence, grad_of: Sequence[int]) -> list[tuple[int, object]]:
+    """Each input a gradient must reach, as (argument's position, key): a tensor argument (key None), or each
+    floating-point tensor of a dict argument (a model's parameters, by name)."""
+    found: list[tuple[int, object]] = []
     for i in grad_of:
-        t = args[i] if i < len(args) else None
-        if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
-            leaves.append(None)
-            continue
-        leaf = t.detach().requires_grad_(True)
-        try:
-            passed = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(leaf)
-        except RuntimeError:  # a layout that cannot be written to (an expanded tensor): a plain copy
-            passed = leaf.clone()
-        args[i] = passed
+        value = args[i] if i < len(args) else None
+        if isinstance(value, dict):
+            found += [(i, k) for k, t in value.items() if isinstance(t, torch.Tensor) and t.is_floating_point()]
+        else:
+            found.append((i, None))
+    return found
+
+
+def _track(t):
+    """A leaf tracked by autograd, and the copy to pass: the argument's layout (a slice stays a slice), computed
+    from the leaf, so that changing it in place is the task's ordinary "changed its input" failure, not
+    autograd's error about leaves."""
+    if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
+        return None, t
+    leaf = t.detach().requires_grad_(True)
+    try:
+        passed = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(leaf)
+    except RuntimeError:  # a layout that cannot be written to (an expanded tensor): a plain copy
+        passed = leaf.clone()
+    return leaf, passed
+
+
+def tracked(args: Sequence, grad_of: Sequence[int]) -> tuple[list, list[torch.Tensor | None]]:
+    """The arguments to pass, those in ``grad_of`` tracked by autograd (a dict's tensors each), and the leaves to
+    differentiate by, one per :func:`inputs_trained` (None: not a floating-point tensor)."""
+    args, leaves = list(args), []
+    for i, key in inputs_trained(args, grad_of):
+        if key is None:
+            leaf, passed = _track(args[i] if i < len(args) else None)
+            if leaf is not None:
+                args[i] = passed
+        else:
+            leaf, passed = _track(args[i][key])
+            args[i] = {**args[i], key: passed}
         leaves.append(leaf)
     return args, leaves
 
 
 def answer_grads(out, leaves: Sequence[torch.Tensor | None]) -> list[torch.Tensor | None]:
-    """The gradient the answer's result gives each leaf (None: none reaches it)."""
+    """The gradient the answer's result gives each leaf (None: none reaches it). Of a result of several tensors
+    (attention's output and its weights) the first is the one a model is trained through."""
     present = [leaf for leaf in leaves if leaf is not None]
+    out = next(iter(tensors_in(out)), None)
     if not (isinstance(out, torch.Tensor) and out.is_floating_point() and out.requires_grad and present):
         return [None] * len(leaves)
     found = iter(torch.autograd.grad((out * cotangent(out)).sum(), present, allow_unused=True))
@@ -88,18 +112,24 @@ def reference_grads(check, args: tuple, kwargs: dict, wide: bool = True) -> list
         return answer_grads(out, leaves)
 
 
-def _names(check) -> list[str]:
+def _names(check, args: Sequence) -> list[str]:
+    """How the statement calls each input a gradient must reach: ``x``, or ``params['w1']``."""
     import inspect
 
     try:
         params = list(inspect.signature(check.reference).parameters)
     except (TypeError, ValueError):
         params = []
-    return [params[i] if i < len(params) else f"argument {i + 1}" for i in check.grad_of]
+    names = []
+    for i, key in inputs_trained(args, check.grad_of):
+        name = params[i] if i < len(params) else f"argument {i + 1}"
+        names.append(name if key is None else f"{name}[{key!r}]")
+    return names
 
 
 def gradient_problem(check, args: tuple, kwargs: dict, grads, *, hidden: bool = False) -> str | None:
-    """What is wrong with the gradient an answer's right value gave (``grads``, one per ``check.grad_of``), or None.
+    """What is wrong with the gradient an answer's right value gave (``grads``, one per :func:`inputs_trained`),
+    or None.
 
     Called once the result's value is right: a wrong value has a wrong gradient too, and is said as a value."""
     if not check.grad_of or grads is None:
@@ -114,7 +144,7 @@ def gradient_problem(check, args: tuple, kwargs: dict, grads, *, hidden: bool = 
         rounded = refs
     # A gradient of rounding's size (a LayerNorm over one feature: x − μ is 0 whatever x is) is none at all
     floor = NEGLIGIBLE * max([float(r.abs().max()) for r in refs if r is not None and r.numel()] or [0.0])
-    for name, got, ref, narrow in zip(_names(check), grads, refs, rounded, strict=True):
+    for name, got, ref, narrow in zip(_names(check, args), grads, refs, rounded, strict=True):
         if ref is None or not bool(ref.abs().max() > floor):
             continue
         if got is not None and got.shape != ref.shape:

@@ -27,6 +27,7 @@ import torch
 
 from . import sandbox, static, values
 from .checks import Check, case_inputs, case_seed, planned
+from .gradients import inputs_trained
 from .verdict import (
     _KNOWN_ERRORS,
     Outcome,
@@ -294,16 +295,17 @@ def outcome_of(got: dict, check: Check, case, seed: int, args, kwargs, parent, a
     if "raised" in got:
         return Outcome(case, seed, args, kwargs, raised=str(got["raised"])[:600], changed=changed, parent=parent)
     return Outcome(case, seed, args, kwargs, _read(got.get("ok"), arrays), changed=changed, parent=parent,
-                   grads=_grads(got.get("grads"), check, arrays))
+                   grads=_grads(got.get("grads"), check, args, arrays))
 
 
-def _grads(got, check: Check, arrays):
+def _grads(got, check: Check, args, arrays):
     """The gradients a reply carries, one per input the task is trained through (None: none reached it), or the
     backward pass's error; None when the reply carries none."""
     if isinstance(got, str):
         return got[:300]
-    if not isinstance(got, list) or len(got) != len(check.grad_of):
-        return None if not check.grad_of else [None] * len(check.grad_of)
+    n = len(inputs_trained(args, check.grad_of))
+    if not isinstance(got, list) or len(got) != n:
+        return None if not check.grad_of else [None] * n
     return [None if spec is None else _read(spec, arrays) for spec in got]
 
 

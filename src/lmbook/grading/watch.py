@@ -341,6 +341,12 @@ class CallWatch:
             if _substantial(fn.__code__):  # its clones too (not a generated or one-line method's lookalikes)
                 self._codes.add(_code_key(fn.__code__))
         self._objects = {id(f): f for f in check.forbidden}  # by identity: built-ins, functions, classes
+        # The C functions among them by their names, which cannot change: the profile sees every C call a
+        # training loop makes, and id() there would be an audit event each (see .audit)
+        self._c_objects: dict[str, tuple] = {}
+        for f in check.forbidden:
+            if isinstance(f, types.BuiltinFunctionType | types.MethodDescriptorType | types.WrapperDescriptorType):
+                self._c_objects[f.__name__] = (*self._c_objects.get(f.__name__, ()), f)
         self._modules = (*TASK_MODULES, *check.forbidden_modules)
         self._attrs = tuple(check.forbidden_attrs)
         self._aten = forbidden_aten(self._attrs)
@@ -380,7 +386,7 @@ class CallWatch:
             hit = self._c_names.get(name, _UNSEEN)
             if hit is _UNSEEN:
                 hit = self._c_names[name] = torch_match(name, self._attrs)
-            if self._objects.get(id(arg)) is arg:
+            if any(arg is f for f in self._c_objects.get(name, ())):
                 self.found = "called the ready-made implementation of this task while it ran"
             elif hit and _from_torch(arg):
                 self.found = f"called torch's `{hit}` while it ran, a ready-made implementation of this task"

@@ -113,6 +113,7 @@ MASKED_ATTENTION = Check(
     task="masked_attention",
     what="Y = softmax(Q Kᵀ / sqrt(d_k), with -inf where key j is padding or, if causal, j > i) V, and the weights",
     reference=_attention_ref,
+    grad_of=(0, 1, 2),  # Q, K and V: a model is trained through attention
     compare=compare_parts("output", "weights", rtol=1e-4, atol=1e-5, order=(1, 0), tuple_only=True,
                           nan_hint=ATTENTION_NAN_HINT),
     cases=_attention_cases(hidden=False),

@@ -144,6 +144,7 @@ MULTIHEAD_ATTENTION = Check(
     what="torch.nn.MultiheadAttention(d, n_head, batch_first=True) with these weights: the output and the "
          "per-head weights",
     reference=_mha_ref,
+    grad_of=(0, 1, 2, 3, 4, 5, 6),  # the inputs and the four weights: a Transformer is trained through it
     builds_on=(("split_heads", earlier.split_heads), ("merge_heads", earlier.merge_heads)),
     compare=compare_parts("output", "weights", rtol=1e-4, atol=1e-5, order=(1, 0), tuple_only=True,
                           nan_hint=ATTENTION_NAN_HINT),

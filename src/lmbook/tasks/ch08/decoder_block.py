@@ -114,6 +114,7 @@ DECODER_BLOCK = Check(
     what="nn.TransformerDecoderLayer(d, n_head, d_ff, dropout=0, ReLU, batch_first=True, norm_first) with these "
          "weights, causal on the target",
     reference=_dec_ref,
+    grad_of=(0, 1, 3),  # y, memory and every parameter: a Transformer is trained through it
     builds_on=(("layer_norm", earlier.layer_norm), ("feed_forward", earlier.feed_forward)),
     compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=1e-4, atol=1e-4, dim=None),
     cases=_dec_cases(hidden=False),

@@ -114,6 +114,7 @@ GPT_BLOCK = Check(
     what="x = x + attn(LN_1(x)); x = x + mlp(LN_2(x)), causal, tanh GELU: nn.TransformerEncoderLayer("
          "norm_first=True) with a causal mask",
     reference=_block_ref,
+    grad_of=(0, 1),  # x and every parameter: GPT is trained through it
     compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=1e-4, atol=1e-4, dim=None),
     cases=_block_cases(hidden=False),
     hidden_cases=_block_cases(hidden=True),

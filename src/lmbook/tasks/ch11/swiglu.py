@@ -66,6 +66,7 @@ SWIGLU = Check(
     task="swiglu",
     what="(silu(x W_gateᵀ) ⊙ x W_upᵀ) W_downᵀ, the weights stored as nn.Linear stores them, (out, in)",
     reference=_swiglu_ref,
+    grad_of=(0, 1),  # x and the three weights: Llama is trained through it
     compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=1e-4, atol=1e-5, dim=None),
     cases=[sized("x (2, 5, 8), d_ff = 24", _swiglu_sized, B=2, n=5, d=8, d_ff=24, floors=SHRINK),
            sized("x (1, 3, 6), d_ff = 16", _swiglu_sized, B=1, n=3, d=6, d_ff=16, floors=SHRINK),
