@@ -72,6 +72,12 @@ def dot_list(s, H, mask):
     return torch.einsum("bd,btd->bt", s, H).masked_fill(~mask, INF).tolist()
 
 
+def dot_python_floats(s, H, mask):  # one score at a time, as a Python float, then a new tensor
+    B, T, _ = H.shape
+    return torch.tensor([[float(s[b] @ H[b, j]) if mask[b, j] else -math.inf for j in range(T)] for b in range(B)],
+                        dtype=H.dtype, device=H.device)
+
+
 def dot_right_where(s, H, mask):
     e = (s[:, None, :] * H).sum(dim=2)
     return torch.where(mask, e, torch.full_like(e, INF))
@@ -312,11 +318,17 @@ def att_right_loop(scores, H, mask):
     return torch.bmm(alpha.unsqueeze(1), H).squeeze(1), alpha
 
 
-def att_right_masked_max(scores, H, mask):
+def att_masked_max_nan_gradient(scores, H, mask):  # exp of the 0 put at padding overflows where the row's
+    # maximum is far below 0: torch.where drops the inf, but its gradient is still computed (inf · 0 = nan)
     m = scores.masked_fill(~mask, INF).amax(dim=1, keepdim=True)
     ex = torch.where(mask, torch.exp(scores.masked_fill(~mask, 0.0) - m), torch.zeros_like(scores))
     alpha = ex / ex.sum(dim=1, keepdim=True)
     return (alpha.unsqueeze(2) * H).sum(1), alpha
+
+
+def att_right_where_softmax(scores, H, mask):
+    alpha = torch.softmax(torch.where(mask, scores, torch.tensor(INF, dtype=scores.dtype, device=scores.device)), -1)
+    return torch.bmm(alpha.unsqueeze(1), H).squeeze(1), alpha
 
 
 # ----------------------------------------------------------------------------- bahdanau_step
@@ -445,6 +457,7 @@ def step_right_loop(y_prev, s_prev, H, mask, E, W1, W2, v, W_ih, W_hh, b_ih, b_h
 
 WRONG = {
     "dot_scores": [
+        Student(dot_python_floats, None, note="right values; no gradient reaches s or H"),
         Student(dot_no_mask, has=_has(DOT, "gave padded positions an ordinary score"), note="no mask"),
         Student(dot_minus_1e9, has=_has(DOT, "filled padded positions with a large negative"), note="-1e9"),
         Student(dot_times_mask, has=_has(DOT, "set padded scores to 0"), note="times the mask"),
@@ -482,6 +495,8 @@ WRONG = {
         Student(add_by_lengths, has=_has(ADDITIVE, "took the first mask.sum()"), note="padding assumed at the end"),
     ],
     "attend": [
+        Student(att_masked_max_nan_gradient, None, note="right values; a nan gradient where the real scores are "
+                "hundreds below 0"),
         Student(att_no_mask, has=_has(ATTEND, "gave padded positions weight"), note="no mask"),
         Student(att_zero_after, has=_has(ATTEND, "zeroed the padded weights after the softmax"),
                 note="softmax then times the mask"),
@@ -522,7 +537,7 @@ RIGHT = {
     "dot_scores": [dot_right_where, dot_right_bmm, dot_right_matmul],
     "multiplicative_scores": [mult_right_einsum3, mult_right_HWt, mult_right_loop],
     "additive_scores": [add_right_loop, add_right_einsum, add_right_linear],
-    "attend": [att_right_logsumexp, att_right_loop, att_right_masked_max],
+    "attend": [att_right_logsumexp, att_right_loop, att_right_where_softmax],
     "bahdanau_step": [step_right_onehot, step_right_split_weights, step_right_loop],
 }
 

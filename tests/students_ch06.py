@@ -302,22 +302,15 @@ def mha_right_loop(query, key, value, in_proj_weight, in_proj_bias, out_proj_wei
 
 def mha_softmax_no_grad(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,
                         key_padding_mask, causal):  # "the weights are probabilities, not parameters"
-    d = query.shape[-1]
-    d_head = d // n_head
-    q, k, v = _project(query, key, value, in_proj_weight, in_proj_bias)
-    bias = torch.zeros(key_padding_mask.shape, dtype=q.dtype, device=q.device).masked_fill(key_padding_mask, INF)
-    bias = bias[:, None, :]
+    B, n_q, d = query.shape
+    q, k, v = (t.view(B, t.shape[1], n_head, -1).transpose(1, 2)
+               for t in _project(query, key, value, in_proj_weight, in_proj_bias))
+    scores = (q @ k.transpose(-1, -2) / math.sqrt(d // n_head)).masked_fill(key_padding_mask[:, None, None, :], INF)
     if causal:
-        n = query.shape[1]
-        bias = bias + torch.full((n, n), INF, dtype=q.dtype, device=q.device).triu(1)
-    outs, weights = [], []
-    for i in range(n_head):
-        cols = slice(i * d_head, (i + 1) * d_head)
-        with torch.no_grad():
-            A = torch.softmax(torch.bmm(q[..., cols], k[..., cols].transpose(1, 2)) * d_head ** -0.5 + bias, dim=-1)
-        outs.append(torch.bmm(A, v[..., cols]))
-        weights.append(A)
-    return F.linear(torch.cat(outs, dim=-1), out_proj_weight, out_proj_bias), torch.stack(weights, dim=1)
+        scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1), INF)
+    with torch.no_grad():
+        A = scores.softmax(-1)
+    return F.linear((A @ v).transpose(1, 2).reshape(B, n_q, d), out_proj_weight, out_proj_bias), A
 
 
 def mha_right_einsum(query, key, value, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, n_head,

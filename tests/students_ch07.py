@@ -178,6 +178,16 @@ def rope_float32(x, positions):  # float64 inputs come back in float32
     return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
 
 
+def rope_numpy(x, positions):  # numpy refused a tensor that tracks gradients, so it was detached first
+    d = x.shape[-1]
+    angle = positions.detach().cpu().numpy().astype(np.float64)[:, None] * 10000.0 ** (-np.arange(0, d, 2) / d)
+    a = x.detach().cpu().numpy().astype(np.float64)
+    out = np.empty_like(a)
+    out[..., 0::2] = a[..., 0::2] * np.cos(angle) - a[..., 1::2] * np.sin(angle)
+    out[..., 1::2] = a[..., 0::2] * np.sin(angle) + a[..., 1::2] * np.cos(angle)
+    return torch.from_numpy(out).to(device=x.device, dtype=x.dtype)
+
+
 def rope_right_complex(x, positions):
     d = x.shape[-1]
     theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
@@ -582,6 +592,7 @@ WRONG = {
         Student(sin_squeezed, None, note=".squeeze() drops n_pos = 1"),
     ],
     "apply_rope": [
+        Student(rope_numpy, None, note="right values, computed in numpy: no gradient reaches x"),
         Student(rope_half_split, _has(ROPE, "paired dimension i with i + d/2")),
         Student(rope_rotate_half_llama, _has(ROPE, "paired dimension i with i + d/2")),
         Student(rope_backwards, _has(ROPE, "turned the pairs the wrong way")),

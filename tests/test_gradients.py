@@ -96,13 +96,20 @@ def test_the_input_a_loss_is_trained_through_keeps_its_layout_and_can_be_changed
     assert False in seen, "the sliced logits reached the answer contiguous"
 
 
-def test_the_gradient_is_the_same_in_jupyter_and_across_the_sandbox_wall():
-    args, kwargs = case_inputs(CROSS_ENTROPY.cases[0], 0, 0, CPU)
-    result = values.call_once(ce_constant_normaliser, list(args), kwargs, 0, grad_of=CROSS_ENTROPY.grad_of)
+def _across_the_wall(check, answer):
+    """The first case's inputs, the answer's result in its own process, and the grader's outcome of its reply
+    (sent as JSON, as the sandbox sends it)."""
+    args, kwargs = case_inputs(check.cases[0], 0, 0, CPU)
+    result = values.call_once(answer, list(args), kwargs, 0, grad_of=check.grad_of)
     arrays: values.Arrays = {}
     reply = json.loads(json.dumps(runner.reply_of(result, "c0", arrays)))
-    outcome = judge.outcome_of(reply, CROSS_ENTROPY, CROSS_ENTROPY.cases[0], 0, args, kwargs, None,
+    outcome = judge.outcome_of(reply, check, check.cases[0], 0, args, kwargs, None,
                                json.loads(json.dumps(values.to_wire(arrays))))
+    return (args, kwargs), result, outcome
+
+
+def test_the_gradient_is_the_same_in_jupyter_and_across_the_sandbox_wall():
+    _, result, outcome = _across_the_wall(CROSS_ENTROPY, ce_constant_normaliser)
     torch.testing.assert_close(outcome.grads[0], result["grads"][0], rtol=0, atol=0)
 
 
@@ -159,12 +166,7 @@ def test_each_parameter_of_a_dict_is_checked_and_named_as_the_statement_names_it
 
 
 def test_a_dict_of_parameters_gets_its_gradients_across_the_sandbox_wall():
-    args, kwargs = case_inputs(SWIGLU.cases[0], 0, 0, CPU)
-    result = values.call_once(swiglu_down_detached, list(args), kwargs, 0, grad_of=SWIGLU.grad_of)
-    arrays: values.Arrays = {}
-    reply = json.loads(json.dumps(runner.reply_of(result, "c0", arrays)))
-    outcome = judge.outcome_of(reply, SWIGLU, SWIGLU.cases[0], 0, args, kwargs, None,
-                               json.loads(json.dumps(values.to_wire(arrays))))
+    (args, kwargs), _, outcome = _across_the_wall(SWIGLU, swiglu_down_detached)
     assert len(outcome.grads) == 1 + len(args[1]), "one gradient for x and one per parameter"
     assert outcome.grads[-1] is None, "the detached down_proj.weight got a gradient across the wall"
     problem = gradients.gradient_problem(SWIGLU, args, kwargs, outcome.grads)
@@ -188,3 +190,45 @@ def test_only_the_first_tensor_of_a_result_is_trained_through():
                               list(case_inputs(MULTIHEAD_ATTENTION.cases[0], 0, 0, CPU)[0]), {}, 0,
                               grad_of=MULTIHEAD_ATTENTION.grad_of)
     assert all(g is not None for g in result["grads"]), "the output's gradient did not reach every input"
+
+
+def _checks_trained_through():
+    import importlib
+
+    for c in range(1, 12):
+        for check in importlib.import_module(f"lmbook.tasks.ch{c:02d}").check.checks.values():
+            if check.grad_of:
+                yield check
+
+
+@pytest.mark.parametrize("check", list(_checks_trained_through()), ids=lambda c: c.task)
+def test_the_reference_passes_a_gradient_to_every_input_the_task_is_trained_through(check):
+    """A reference computed outside autograd (a .detach() inside it) would make the gradient check pass anything."""
+    reached = None
+    for i, case in enumerate([*check.cases, *check.hidden_cases]):
+        args, kwargs = case_inputs(case, 0, i, CPU)
+        grads = gradients.reference_grads(check, args, kwargs)
+        got = [g is not None and bool(g.abs().max() > 0) for g in grads]
+        reached = got if reached is None else [a or b for a, b in zip(reached, got, strict=True)]
+    names = gradients._names(check, case_inputs(check.cases[0], 0, 0, CPU)[0])
+    missing = [n for n, ok in zip(names, reached, strict=True) if not ok]
+    assert not missing, f"{check.task}: the reference gives no gradient to {missing} on any case"
+
+
+def test_a_reference_gradient_is_remembered_by_the_inputs_values_not_their_objects():
+    args, kwargs = case_inputs(CROSS_ENTROPY.cases[0], 0, 0, CPU)
+    first = gradients.reference_grads(CROSS_ENTROPY, args, kwargs)
+    again = gradients.reference_grads(CROSS_ENTROPY, tuple(a.clone() if torch.is_tensor(a) else a for a in args),
+                                      kwargs)
+    assert again is first, "the same inputs, copied, computed the reference's gradient again"
+    moved = (args[0] + 1.0, *args[1:])
+    other = gradients.reference_grads(CROSS_ENTROPY, moved, kwargs)
+    assert other is not first, "other inputs got the gradient remembered for the first ones"
+    direct = gradients.answer_grads(*_reference_out(CROSS_ENTROPY, moved, kwargs))
+    torch.testing.assert_close(other[0], direct[0])
+
+
+def _reference_out(check, args, kwargs):
+    args, leaves = gradients.tracked(list(gradients.to_reference(args)), check.grad_of)
+    with torch.enable_grad():
+        return check.reference(*args, **gradients.to_reference(kwargs)), leaves

@@ -70,8 +70,6 @@ class Check:
     # What the statement also specifies of the result: no gradient tracking; the inputs' floating dtype.
     no_grad: bool = False
     keep_dtype: bool = False
-    # The statement asks that the gradient flow back into the inputs that track one (a learned table, say).
-    needs_grad: bool = False
     # The arguments (by position) a loss is trained through: the gradient the answer's result gives them is
     # checked against autograd on the reference (:mod:`.gradients`).
     grad_of: tuple[int, ...] = ()

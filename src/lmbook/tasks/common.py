@@ -28,6 +28,13 @@ def load_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor]) -> t
     return module
 
 
+def call_with_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor], *args, **kwargs):
+    """``module(*args, **kwargs)`` with the given tensors as its parameters (dotted names reach submodules), in
+    their dtype: unlike :func:`load_weights`'s copies, they stay in autograd's graph, so a gradient reaches them."""
+    module = module.to(dtype=next(iter(weights.values())).dtype)
+    return torch.func.functional_call(module, weights, args, kwargs)
+
+
 # torch's recurrent layers and cells, by every name a notebook can reach them (a task that asks for a cell
 # forbids them all)
 TORCH_RNN_NAMES = ("RNN", "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell", "rnn_tanh", "rnn_tanh_cell",

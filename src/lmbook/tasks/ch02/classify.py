@@ -65,7 +65,9 @@ def _pool_cases(hidden: bool) -> list[Case]:
             Case("how='mean', sequences of length 1", _pool_case(3, 4, 4, 2, "mean", lengths=[1, 1, 4])),
             Case("how='last', every sequence fills the batch", _pool_case(3, 5, 4, 2, "last", lengths=[5, 5, 5])),
             Case("how='max', float64 inputs", f64(_pool_case(3, 6, 4, 2, "max", lengths=[6, 2, 4], negative=True))),
-            Case("how='mean', float64 inputs", f64(_pool_case(3, 6, 4, 2, "mean", lengths=[3, 6, 1])))]
+            Case("how='mean', float64 inputs", f64(_pool_case(3, 6, 4, 2, "mean", lengths=[3, 6, 1]))),
+            Case("how='max', one position per sequence (T = 1) and states of size 1",
+                 _pool_case(3, 1, 1, 2, "max", lengths=[1, 1, 1]))]
 
 
 CLASSIFY = Check(

@@ -182,6 +182,7 @@ FILTER_PROBS = Check(
            Case("top_k=2 with a tie at the 2nd place: both tied tokens are kept",
                 _fixed_logits([[2.0, 1.0, 1.0, 0.0]], top_k=2))],
     hidden_cases=[Case("top_k=1 (greedy)", _logits_case(4, 9, top_k=1)),
+                  Case("a vocabulary of one token, top_p=0.5", _logits_case(3, 1, temperature=0.7, top_p=0.5)),
                   Case("ties at the k-th place and at the top-p boundary",
                        _fixed_logits([[2.0, 1.0, 1.0, 0.0], [0.0, 3.0, 3.0, 3.0], [1.0, 1.0, 1.0, 1.0],
                                       [5.0, 0.0, 5.0, 0.0]], top_k=2, top_p=0.3)),

@@ -79,6 +79,7 @@ ATTEND = Check(
     task="attend",
     what="α = softmax(e) over the real positions (0 at padding), c = Σ_j α_j h_j",
     reference=attend_ref,
+    grad_of=(0, 1),  # the scores and H: a seq2seq model is trained through the context
     compare=compare_parts("context", "alpha", rtol=1e-4, atol=1e-6, nan_hint=OVERFLOW_HINT),
     keep_dtype=True,
     cases=[Case("batch 3, lengths (5, 2, 4), large made-up scores at padding",

@@ -9,7 +9,7 @@ from torch import nn
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import OVERFLOW_HINT, compare_parts
 from .. import earlier
-from ..common import TORCH_RNN_NAMES, load_weights
+from ..common import TORCH_RNN_NAMES, call_with_weights
 from ..common import randn as _randn
 from .attend import attend_ref
 from .inputs import COURSE, COURSE_ATTRS, TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, encoder_states, in_dtype, real_mask_of
@@ -37,9 +37,9 @@ def _step_ref(y_prev, s_prev, H, mask, E, W1, W2, v, W_ih, W_hh, b_ih, b_hh, W_o
     e = additive_ref(s_prev, H, mask, W1, W2, v)  # e_tj = score(s_{t-1}, h_j)
     context, alpha = attend_ref(e, H, mask)
     d_s = s_prev.shape[1]
-    cell = load_weights(nn.GRUCell(W_ih.shape[1], d_s), {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih,
-                                                         "bias_hh": b_hh})
-    s = cell(torch.cat([F.embedding(y_prev, E), context], dim=-1), s_prev)
+    s = call_with_weights(nn.GRUCell(W_ih.shape[1], d_s), {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih,
+                                                           "bias_hh": b_hh},
+                          torch.cat([F.embedding(y_prev, E), context], dim=-1), s_prev)
     return F.linear(torch.cat([context, s], dim=-1), W_o, b_o), s, alpha
 
 
@@ -86,7 +86,9 @@ def _step_cases(hidden: bool) -> list[Case]:
                  _step_case(3, 5, 6, 3, 4, 5, 6, lengths=[5, 2, 4], v_scale=400.0)),
             Case("all but one position padded, padding on the left",
                  _step_case(4, 6, 7, 3, 5, 4, 4, lengths=[1, 6, 1, 1], left=True)),
-            Case("float64 inputs", in_dtype(torch.float64, _step_case(3, 5, 7, 3, 5, 4, 6, lengths=[5, 2, 4])))]
+            Case("float64 inputs", in_dtype(torch.float64, _step_case(3, 5, 7, 3, 5, 4, 6, lengths=[5, 2, 4]))),
+            Case("a source of one word (T = 1) and an attention of size 1 (d_a = 1)",
+                 _step_case(3, 1, 6, 3, 4, 5, 1, lengths=[1, 1, 1]))]
 
 
 BAHDANAU_STEP = Check(
@@ -94,6 +96,7 @@ BAHDANAU_STEP = Check(
     what="e = vᵀ tanh(W_1 h_j + W_2 s_{t-1}), α = softmax(e), c = Σ α_j h_j, s_t = GRU([emb(y_{t-1}); c], s_{t-1}), "
          "logits = W_o [c; s_t] + b_o",
     reference=_step_ref,
+    grad_of=(1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13),  # s_prev, H and every weight: trained through its steps
     builds_on=(("additive_scores", earlier.additive_scores), ("attend", earlier.attend)),
     # α_t, then s_t, then the logits
     compare=compare_parts("logits", "s_t", "alpha", order=(2, 1, 0), nan_hint=OVERFLOW_HINT),

@@ -160,6 +160,7 @@ DOT = Check(
     task="dot_scores",
     what="e_j = sᵀ h_j at real positions, -inf at padding",
     reference=_dot_ref,
+    grad_of=(0, 1),  # s and H: the decoder and encoder are trained through the scores
     compare=scores_compare,
     keep_dtype=True,
     cases=_score_cases("dot", hidden=False),
@@ -176,6 +177,7 @@ MULTIPLICATIVE = Check(
     task="multiplicative_scores",
     what="e_j = sᵀ W h_j at real positions, -inf at padding",
     reference=_multiplicative_ref,
+    grad_of=(0, 1, 3),  # s, H and W: trained through the scores
     compare=scores_compare,
     keep_dtype=True,
     cases=_score_cases("multiplicative", hidden=False),
@@ -195,6 +197,7 @@ ADDITIVE = Check(
     task="additive_scores",
     what="e_j = vᵀ tanh(W_1 h_j + W_2 s) at real positions, -inf at padding",
     reference=additive_ref,
+    grad_of=(0, 1, 3, 4, 5),  # s, H, W1, W2 and v: trained through the scores
     compare=scores_compare,
     keep_dtype=True,
     cases=_score_cases("additive", hidden=False),

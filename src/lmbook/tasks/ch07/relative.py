@@ -30,13 +30,10 @@ SHRINK = dict(floors={"max_distance": 0, "n_head": 1, "n_q": 1, "n_k": 1}, fit=_
 
 def _rel_ref(table, n_q, n_k):
     D = (table.shape[0] - 1) // 2
-    t = table.detach().cpu()
-    out = torch.empty(table.shape[1], n_q, n_k, dtype=table.dtype)
-    for i in range(n_q):
-        for j in range(n_k):
-            offset = j - (i + n_k - n_q)  # key position minus query position
-            out[:, i, j] = t[min(max(offset, -D), D) + D]
-    return out
+    query = torch.arange(n_q, device=table.device)[:, None] + (n_k - n_q)  # the queries are the newest positions
+    key = torch.arange(n_k, device=table.device)[None, :]
+    # b[h, i, j] = table[clip(j - i, -D, D) + D, h]: an index into the table, so the gradient reaches its rows
+    return table[(key - query).clamp(-D, D) + D].permute(2, 0, 1)
 
 
 def _rel_with(mistake: str):
@@ -66,6 +63,7 @@ RELATIVE = Check(
     what="(n_head, n_q, n_k): out[h, i, j] = table[clip(j − i', −D, D) + D, h], query i at position "
          "i' = i + n_k − n_q",
     reference=_rel_ref,
+    grad_of=(0,),  # the table is learned (T5): trained through the bias
     compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=0.0, atol=0.0, dim=None),
     cases=[sized("D=3, 2 heads, n=5", _rel_case, max_distance=3, n_head=2, n_q=5, n_k=5, **SHRINK),
            sized("D=2, 3 heads, n_q=3 queries after n_k=6 keys (offsets beyond ±D are clipped)", _rel_case,
@@ -93,6 +91,5 @@ RELATIVE = Check(
                                               "the newest tokens, at positions n_k − n_q … n_k − 1"),
     ],
     keep_dtype=True,
-    needs_grad=True,
     **FORBIDDEN,
 )

@@ -37,7 +37,7 @@ def _rope_ref(x, positions):
     d = x.shape[-1]
     theta = torch.tensor([theta_of(i, d) for i in range(d // 2)], dtype=torch.float64)
     angles = positions.cpu().double()[:, None] * theta  # (T, d/2)
-    z = torch.view_as_complex(x.detach().cpu().double().reshape(*x.shape[:-1], d // 2, 2).contiguous())
+    z = torch.view_as_complex(x.cpu().double().reshape(*x.shape[:-1], d // 2, 2).contiguous())
     turned = z * torch.polar(torch.ones_like(angles), angles)  # (x_2i + i x_2i+1) e^{i p θ_i}
     return torch.view_as_real(turned).reshape(x.shape).to(x.dtype)
 
@@ -72,6 +72,7 @@ ROPE = Check(
     task="apply_rope",
     what="each pair (x_2i, x_2i+1) of the vector at position p turned by the angle p θ_i, θ_i = 10000^(-2i/d)",
     reference=_rope_ref,
+    grad_of=(0,),  # x: the queries and keys a Transformer is trained through
     compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=1e-4, atol=2e-4, dim=None),
     cases=[sized("(batch 1, 2 heads, T=5, d=4), positions 0 … 4", _rope_sized, B=1, h=2, T=5, d=4, **SHRINK),
            sized("(batch 2, 3 heads, T=6, d=8), positions 3 … 8", _rope_sized, B=2, h=3, T=6, d=8, start=3, **SHRINK),

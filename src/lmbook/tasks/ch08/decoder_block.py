@@ -10,7 +10,14 @@ from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
 from .. import earlier
 from ..blocks import block_params
-from ..common import TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, in_dtype, load_weights, made_up_at_padding, padding_mask
+from ..common import (
+    TORCH_ATTENTION,
+    TORCH_ATTENTION_ATTRS,
+    call_with_weights,
+    in_dtype,
+    made_up_at_padding,
+    padding_mask,
+)
 from ..common import randn as _randn
 from .blocks import EPS_MISTAKE, attend, ffn_of, is_pre_ln, norm_of, order_mutants, sized_block, sublayer
 from .shared import ATTRS, MODULES
@@ -35,11 +42,11 @@ def _dec_ref(y, memory, memory_key_padding_mask, params, n_head, norm_first):
     """torch's decoder layer holding these weights, in evaluation mode, with the causal mask on the target."""
     layer = nn.TransformerDecoderLayer(y.shape[-1], n_head, params["linear1.weight"].shape[0], dropout=0.0,
                                        activation="relu", batch_first=True, norm_first=norm_first)
-    layer = load_weights(layer, {k: v.to(y.dtype) for k, v in params.items()}).eval()
     T = y.shape[1]
     future = torch.ones(T, T, dtype=torch.bool, device=y.device).triu(1)  # True = may not attend
-    return layer(y, memory, tgt_mask=future, memory_key_padding_mask=memory_key_padding_mask.bool(),
-                 tgt_is_causal=True)
+    return call_with_weights(layer.eval(), {k: v.to(y.dtype) for k, v in params.items()}, y, memory,
+                             tgt_mask=future, memory_key_padding_mask=memory_key_padding_mask.bool(),
+                             tgt_is_causal=True)
 
 
 def _dec_with(order="right", wiring="right", padding="right", activation="relu", relu_after=False, scale="d_head",

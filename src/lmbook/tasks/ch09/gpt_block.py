@@ -15,7 +15,7 @@ from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import describe_tensor_mismatch
 from ...grading.reproduce import sized
 from ..blocks import block_params, mha
-from ..common import TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, in_dtype, load_weights
+from ..common import TORCH_ATTENTION, TORCH_ATTENTION_ATTRS, call_with_weights, in_dtype
 from ..common import randn as _randn
 from .shared import ATTRS, MODULES
 
@@ -39,9 +39,9 @@ def _block_ref(x, params, n_head):
     d, d_ff, n = x.shape[-1], params["linear1.weight"].shape[0], x.shape[1]
     layer = nn.TransformerEncoderLayer(d, n_head, d_ff, dropout=0.0, activation=partial(F.gelu, approximate="tanh"),
                                        batch_first=True, norm_first=True, layer_norm_eps=1e-5)
-    layer = load_weights(layer, {k: v.to(x.dtype) for k, v in params.items()}).eval()
     mask = nn.Transformer.generate_square_subsequent_mask(n, device=x.device, dtype=x.dtype)
-    return layer(x, src_mask=mask, is_causal=True)
+    return call_with_weights(layer.eval(), {k: v.to(x.dtype) for k, v in params.items()}, x, src_mask=mask,
+                             is_causal=True)
 
 
 

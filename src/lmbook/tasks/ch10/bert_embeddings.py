@@ -87,6 +87,7 @@ BERT_EMBEDDINGS = Check(
     task="bert_embeddings",
     what="LN(E_tok[ids] + E_pos[0 … n − 1] + E_seg[segments]), ε = 1e-12",
     reference=_emb_ref,
+    grad_of=(2,),  # every tensor of params: BERT is trained through its embeddings
     compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=1e-4, atol=1e-4, dim=None),
     cases=[sized("batch 3 of pairs, n = 10, d = 16 (padded; positions up to 16)", _emb_case, B=3, n=10, d=16,
                  floors=SHRINK),

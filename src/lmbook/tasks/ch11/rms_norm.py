@@ -85,7 +85,8 @@ RMS_NORM = Check(
                   Case("tiny x (std 1e-4) and ε = 1e-5", _rms_case((2, 3, 8), scale=1e-4, eps=1e-5)),
                   Case("large x (std 1000)", _rms_case((2, 3, 8), scale=1000.0)),
                   Case("float64, ε = 1e-12", _rms_case((3, 4, 16), dtype=torch.float64, eps=1e-12, offset=0.3)),
-                  Case("fresh: x (4, 7, 64)", _rms_case((4, 7, 64), offset=0.2))],
+                  Case("fresh: x (4, 7, 64)", _rms_case((4, 7, 64), offset=0.2)),
+                  Case("a batch of one, x (1, 5, 8)", _rms_case((1, 5, 8), offset=-0.5))],
     mutants=[
         Mutant(_rms_with("mean"), "subtracted the mean (LayerNorm's centring): RMSNorm divides x itself by its root "
                                   "mean square, sqrt(mean(x²) + ε), and subtracts nothing"),
