@@ -23,9 +23,10 @@ GENERIC = {"native", "fused", "thnn", "cudnn", "mkldnn", "miopen", "mps", "cpu",
            "fwd", "impl", "nd", "special", "linalg", "out", "default", "int", "functional", "for", "aten"}
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def words(name: str) -> tuple[str, ...]:
     """The words of a name: ``CrossEntropyLoss`` and ``_cross_entropy_loss`` -> cross, entropy, loss;
-    ``nll_loss2d_forward`` -> nll, loss, 2d, forward."""
+    ``nll_loss2d_forward`` -> nll, loss, 2d, forward. Remembered: the watch asks about every torch call."""
     name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name))
     return tuple(w for w in re.split(r"[^a-z0-9]+|(?<=[a-z])(?=\d)", name.lower()) if w)
 

@@ -26,6 +26,7 @@ import torch
 from .compare import float64_inputs, tensors_in, to_reference
 from .gradients import gradient_problem
 from .reproduce import reproduction
+from .values import seed_all
 
 # How a message names known mistakes (the class report reads them back).
 LIKELY_CAUSE = "likely cause: "
@@ -178,7 +179,7 @@ def known_mistakes(check, outcomes: Sequence[Outcome]) -> list[str]:
 def _explains(check, mutant, outcomes: Sequence[Outcome]) -> bool:
     informative = False
     for o in outcomes:
-        torch.manual_seed(o.seed)
+        seed_all(o.seed)
         try:
             with torch.no_grad():
                 # same dtype and device as the student's run, so overflow mistakes reproduce exactly

@@ -102,7 +102,9 @@ def _functions_of(obj) -> list[types.FunctionType]:
             for f in vars(c).values() if isinstance(f, types.FunctionType)]
 
 
-def _in_modules(module: str, modules: Sequence[str]) -> bool:
+@functools.lru_cache(maxsize=1 << 14)
+def _in_modules(module: str, modules: tuple[str, ...]) -> bool:
+    """Whether ``module`` is one of ``modules`` or inside one. Remembered: asked at every torch call."""
     return any(module == m or module.startswith(m + ".") for m in modules)
 
 
