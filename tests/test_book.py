@@ -85,6 +85,18 @@ def test_every_figure_a_page_draws_is_on_the_page(site, page):
     assert not missing, "\n".join(missing)
 
 
+def test_every_image_on_a_page_has_alt_text(site):
+    """Plots and diagrams alike: a screen reader reads the alt text, and so does a reader whose image did not
+    load. (The chapters' sources set it per cell: tests/test_page_layout.py.)"""
+    bare = []
+    for page in _pages(site):
+        for tag in re.findall(r"<img\b[^>]*>", page.read_text()):
+            alt = re.search(r'\balt="([^"]*)"', tag)
+            if alt is None or not unescape(alt.group(1)).strip():
+                bare.append(f"{page.relative_to(site)}: {tag[:120]}")
+    assert not bare, f"{len(bare)} images with no alt text:\n" + "\n".join(bare[:20])
+
+
 def _expected_boxes(site: Path) -> list[tuple[str, str]]:
     """(page, text) of every "expected result" box (lmbook.expected) the built pages show."""
     boxes = []
@@ -130,6 +142,17 @@ def test_exercises_are_in_the_book_without_solutions_or_hidden_tests(site):
     for marker in SOLUTION_MARKERS:
         assert marker not in text, f"the reader's edition leaks {marker!r}"
     assert not (site / "solutions").exists()
+
+
+def test_the_landing_page_links_every_page_of_the_table_of_contents():
+    """Its contents are the book's map: a page the sidebar lists and the contents do not is a page readers miss
+    (chapter 11 was, when the book grew past chapter 10). Read from the source: every built page's sidebar
+    links every page already."""
+    toc = (ROOT / "_toc.yml").read_text()
+    landing = (ROOT / "book" / "intro.md").read_text()
+    pages = re.findall(r"file: book/(\S+)", toc)
+    missing = [name for name in pages if f"]({name}.md)" not in landing]
+    assert pages and not missing, f"book/intro.md's contents do not link: {missing}"
 
 
 def test_every_chapter_in_the_toc_has_its_exercise():

@@ -123,6 +123,19 @@ def test_a_band_wider_than_its_value_is_not_printed_as_a_band():
     text = box_text(data, "ch", "k", 0.0048071, "cpu")
     assert "±" not in text and "within" not in text and "outside" not in text
     assert "= 0.00481 on the benchmark machine" in text and "ranged from −0.0212 to 0.00580" in text
+    assert "what carries over is only the seeds' range" in text  # the seeds disagree even on the sign
+
+
+def test_a_band_wider_than_half_its_value_is_not_printed_as_a_band_but_says_what_holds():
+    data = results("fine-tuned minus from scratch: accuracy (points)", 0.643, 0.446, [0.643, 0.41, 0.92])
+    text = box_text(data, "ch", "k", 0.5, "cpu")
+    assert "±" not in text and "within" not in text and "outside" not in text, text
+    assert "what carries over is its sign and its order of magnitude" in text, text
+
+
+def test_a_band_narrower_than_half_its_value_is_printed():
+    data = results("test perplexity", 6.0, 2.9, [5.0, 6.0, 7.0])
+    assert "= 6.00 ± 2.90" in box_text(data, "ch", "k", 6.0, "cpu")
 
 
 @pytest.mark.parametrize("x", [0.0, -0.0, -1e-9, 1e-9, -0.004, 0.0049, 0.01, -0.01, 0.5, 1.0, 99.96, -123.4])

@@ -130,6 +130,17 @@ def _machine(data: dict, device: str, measured: str | None = None) -> str:
     return f"{where}{software}{f', {date}' if date else ''}"
 
 
+def _what_carries_over(values: list[float]) -> str:
+    """What a reader can rely on in a figure whose seeds spread widely: its sign, where every seed agrees on it,
+    and its order of magnitude, where every seed's is the same."""
+    said = []
+    if all(v > 0 for v in values) or all(v < 0 for v in values):
+        said.append("its sign")
+    if all(v != 0 for v in values) and len({math.floor(math.log10(abs(v))) for v in values}) == 1:
+        said.append("its order of magnitude")
+    return " and ".join(said) if said else "only the seeds' range, which even the sign does not hold to"
+
+
 def box_text(data: dict | None, chapter: str, key: str, value: float, device: str) -> str:
     """The box's text (Markdown) for this run's ``value`` of headline ``key`` of ``chapter`` on ``device``."""
     device = str(device).split(":")[0]
@@ -156,10 +167,11 @@ def box_text(data: dict | None, chapter: str, key: str, value: float, device: st
         return (f"> **For comparison:** {label} = {_band(median, tol, kind)} on {measured_on} ({where}; median of "
                 f"{runs}). {this_run} The benchmarks have not run on {device}, whose arithmetic differs "
                 f"slightly: expect a figure close to this one, not inside its band.")
-    if tol > 0 and tol >= abs(median):  # a band as wide as the value: one run cannot be judged by it
+    if tol > 0 and tol > abs(median) / 2:  # "64.3 ± 44.6" would say the band, not the figure: no band is shown
         return (f"> **For comparison:** {label} = {fmt(median, kind)} on the benchmark machine ({where}; median of "
-                f"{runs}, which ranged from {fmt(lo, kind)} to {fmt(hi, kind)}). {this_run} The seeds differ by "
-                f"as much as the figure itself, so a single run is compared with them, not judged.")
+                f"{runs}, which ranged from {fmt(lo, kind)} to {fmt(hi, kind)}). {this_run} From one seed to "
+                f"another this figure moves by more than half its size, so one run is compared with the seeds', "
+                f"not judged by a band: what carries over is {_what_carries_over(values)}.")
     inside = abs(value - median) <= tol
     verdict = ("within that band" if inside else
                "outside that band, where fewer than one seed in a hundred should fall: a changed cell or other "
