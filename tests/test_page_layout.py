@@ -2,6 +2,7 @@
 draws its figure one click away (``hide-input``) or out of sight, as every chapter does."""
 
 import ast
+import re
 from pathlib import Path
 
 import nbformat
@@ -47,3 +48,49 @@ def test_every_figure_a_cell_draws_has_alt_text(page, tmp_path):
     missing = [nb.cells[c.index].source.splitlines()[0] for c in drawing_cells(path)
                if not str(nb.cells[c.index].metadata.get("mystnb", {}).get("image", {}).get("alt", "")).strip()]
     assert not missing, f"{page.name}: cells that draw a figure with no alt text: {missing}"
+
+
+CHAPTER_PAGES = sorted((ROOT / "book").glob("ch*.md"))
+# the first page of each chapter, as _toc.yml lists it (a chapter's other pages are its "sections")
+FIRST_PAGES = re.findall(r"^      - file: book/(ch\d\d_\w+)$", (ROOT / "_toc.yml").read_text(), re.M)
+
+
+@pytest.mark.parametrize("page", CHAPTER_PAGES, ids=lambda p: p.stem)
+def test_every_page_has_a_summary(page):
+    assert re.search(r"^## Summary$", page.read_text(), re.M), f"{page.name} has no Summary section"
+
+
+@pytest.mark.parametrize("name", FIRST_PAGES)
+def test_every_chapter_sends_the_reader_to_its_exercise_from_an_exercises_section(name):
+    text = (ROOT / "book" / f"{name}.md").read_text()
+    section = text.split("\n## Exercises\n", 1)
+    assert len(section) == 2, f"{name}.md has no Exercises section"
+    assert f"](../exercises/{name[:4]}/{name}.ipynb)" in section[1].split("\n## ", 1)[0], (
+        f"{name}.md's Exercises section does not link exercises/{name[:4]}/{name}.ipynb")
+
+
+def test_every_page_of_chapter_11_has_an_exercises_section():
+    missing = [p.name for p in CHAPTER_PAGES if p.name.startswith("ch11") and "\n## Exercises\n" not in p.read_text()]
+    assert not missing, f"no Exercises section: {missing}"
+
+
+def test_the_table_of_contents_names_a_first_page_for_every_chapter():
+    assert len(FIRST_PAGES) == len({p.name[:4] for p in CHAPTER_PAGES}), FIRST_PAGES
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
+def test_every_interactive_figure_says_what_it_shows(page):
+    """An interactive figure's images are widgets, not cell outputs: its alt text is ``interactive_figure``'s
+    ``alt=`` (each image's title, with the values it is drawn for)."""
+    nb = read_myst_markdown_notebook(page.read_text())
+    bare = []
+    for cell in nb.cells:
+        if cell.cell_type != "code" or not _calls_interactive_figure(cell.source):
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "interactive_figure":
+                alt = next((k.value for k in node.keywords if k.arg == "alt"), None)
+                if not (isinstance(alt, ast.Constant) and str(alt.value).strip()
+                        or isinstance(alt, ast.JoinedStr | ast.BinOp | ast.Name)):
+                    bare.append(ast.get_source_segment(cell.source, node)[:80])
+    assert not bare, f"{page.name}: interactive figures with no alt= text: {bare}"

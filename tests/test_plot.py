@@ -75,3 +75,13 @@ def test_live_mode_redraws_through_interactive():
 def test_bad_parameters_are_rejected(params):
     with pytest.raises(ValueError):
         interactive_figure(_draw, params)
+
+
+def test_each_image_carries_the_alt_text_and_the_values_it_is_drawn_for():
+    box = interactive_figure(_draw, {"a": [1, 2], "mode": ["x", "y"]}, alt="Loss against steps.")
+    titles = [img.tooltip for inner in box.children[-1].children for img in inner.children]
+    assert titles == [f"Loss against steps. Shown: a = {a}, mode = {m}." for a in (1, 2) for m in "xy"], titles
+
+
+def test_without_alt_text_an_image_has_no_title():
+    assert all(img.tooltip is None for img in interactive_figure(_draw, {"v": [1, 2]}).children[-1].children)

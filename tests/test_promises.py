@@ -176,6 +176,18 @@ def _greedy(table: torch.Tensor, bos: int, eos: int, max_len: int) -> list[int]:
     return out
 
 
+def _finished_outside_the_beam(log_probs, bos, eos, beam, max_len, alpha) -> bool:
+    """Some step has a candidate ending in <eos> below the beam_size best, and setting it aside all the same
+    (as a finished hypothesis, though it never made the beam) changes the answer: the statement says only the
+    beam's own hypotheses finish."""
+    from lmbook.tasks.ch03.beam import BEAM_MUTANTS
+    from lmbook.tasks.ch03.toy_decoder import beam_compare, beam_ref
+
+    wrong = next(m for m in BEAM_MUTANTS if m.misconception.startswith("set aside every candidate"))
+    args = (log_probs, bos, eos, beam, max_len, alpha)
+    return beam_compare(wrong.fn(*args), beam_ref(*args)) is not None
+
+
 TARGETS = {"padded targets": padded_targets, "pad id inside the vocabulary": pad_id_in_vocabulary}
 
 SPECIFIC: dict[str, dict[str, Detector]] = {
@@ -185,7 +197,8 @@ SPECIFIC: dict[str, dict[str, Detector]] = {
         "<eos> reached": lambda a, k, task: _greedy(*a)[-1] == a[2],
         "max_len reached without <eos>": lambda a, k, task: a[2] not in _greedy(*a),
         "a table longer than max_len": lambda a, k, task: a[0].shape[0] > a[3]},
-    "beam_search": {"a beam wider than the vocabulary": lambda a, k, task: a[3] > a[0].shape[-1]},
+    "beam_search": {"a beam wider than the vocabulary": lambda a, k, task: a[3] > a[0].shape[-1],
+                    "a finished candidate outside the beam": lambda a, k, task: _finished_outside_the_beam(*a)},
     "filter_probs": {"top_k above the vocabulary": lambda a, k, task: (k.get("top_k") or 0) > a[0].shape[-1]},
     "instruction_loss": {
         "token 0 inside a response": lambda a, k, task: bool(((a[1] == 0) & a[2])[:, 1:].any()),
@@ -264,7 +277,8 @@ PROMISES: dict[str, tuple[str, ...]] = {
         "pad id inside the vocabulary", "padded targets", "python int", "size-1 axis"),
     "greedy_decode": ("<eos> reached", "a table longer than max_len", "float64", "max_len reached without <eos>",
         "python int", "size-1 axis"),
-    "beam_search": ("a beam wider than the vocabulary", "float64", "python float", "python int", "size-1 axis"),
+    "beam_search": ("a beam wider than the vocabulary", "a finished candidate outside the beam", "float64",
+        "python float", "python int", "size-1 axis"),
     "corpus_bleu": (),
     "masked_mean_loss": ("python float", "python int"),
     "beam_candidates": ("python int",),
@@ -419,6 +433,11 @@ SANITY = [
      ((torch.eye(2).expand(2, 2, 2), 0, 1, 2), {})),
     ("a beam wider than the vocabulary", "beam_search", ((_t(2, 3, 3), 0, 1, 4, 2, 1.0), {}),
      ((_t(2, 3, 3), 0, 1, 3, 2, 1.0), {})),
+    ("a finished candidate outside the beam", "beam_search",
+     # step 1: tokens 2 and 3 make a beam of 2 and <eos> (1) comes third; step 2 is flat, so <eos> alone, had
+     # it been set aside, would beat every hypothesis grown from the beam (per token); a beam of 3 holds it
+     ((torch.log(torch.tensor([[[0.05, 0.3, 0.33, 0.32]] * 4, [[0.25] * 4] * 4])), 0, 1, 2, 2, 1.0), {}),
+     ((torch.log(torch.tensor([[[0.05, 0.3, 0.33, 0.32]] * 4, [[0.25] * 4] * 4])), 0, 1, 3, 2, 1.0), {})),
     ("top_k above the vocabulary", "filter_probs", ((_t(1, 3),), {"top_k": 4}), ((_t(1, 3),), {"top_k": 3})),
     ("a response of one token", "instruction_loss",
      ((_t(1, 3, 2), torch.tensor([[1, 1, 1]]), torch.tensor([[False, True, False]])), {}),

@@ -348,3 +348,18 @@ def test_an_own_softmax_behind_a_decorator_is_graded():
         e = (x - x.amax(-1, keepdim=True)).exp()
         return e / e.sum(-1, keepdim=True)
     assert run_check(SOFTMAX, answer, device=CPU, verbose=False) == 1
+
+
+# ----------------------------------------------------------------------------- the seed a sampling answer draws from
+
+
+def test_a_case_seed_draws_what_torch_manual_seed_draws():
+    """The checks seed torch's generator without torch.manual_seed (its cost, see values.seed_all): a sampling
+    answer must draw exactly the numbers it drew before, in Jupyter and in the grader alike."""
+    torch.manual_seed(1234)
+    expected = (torch.rand(5), torch.randint(0, 10, (5,)), torch.multinomial(torch.ones(7), 3))
+    torch.manual_seed(99)  # whatever state the notebook left
+    values.seed_all(1234)
+    got = (torch.rand(5), torch.randint(0, 10, (5,)), torch.multinomial(torch.ones(7), 3))
+    for e, g in zip(expected, got, strict=True):
+        assert torch.equal(e, g), f"seed_all(1234) drew {g.tolist()}, torch.manual_seed(1234) {e.tolist()}"

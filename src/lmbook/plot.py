@@ -57,7 +57,8 @@ def _control(name: str, values: list) -> widgets.ValueWidget:
     return widgets.Dropdown(options=[str(v) for v in values], index=0, description=name, style=style, layout=layout)
 
 
-def interactive_figure(draw: Callable[..., object], params: dict[str, Sequence], *, live: bool = False) -> widgets.Box:
+def interactive_figure(draw: Callable[..., object], params: dict[str, Sequence], *, alt: str = "",
+                       live: bool = False) -> widgets.Box:
     """An interactive figure of one or two parameters that works without a kernel.
 
     ``params`` maps each parameter's name to its values; ``draw(*values)`` returns a
@@ -66,6 +67,8 @@ def interactive_figure(draw: Callable[..., object], params: dict[str, Sequence],
     With two parameters, an outer ``Stack`` (first control) holds one inner ``Stack``
     per first value (second control). ``live=True`` instead returns an ipywidgets
     ``interactive`` that redraws in a running kernel (no precomputation).
+    ``alt``: what the figure shows, for a reader who cannot see it; each image gets it with the values it is
+    drawn for, as its title (a widget image has no alt attribute; screen readers read the title instead).
     """
     if not 1 <= len(params) <= 2:
         raise ValueError(f"interactive_figure takes one or two parameters, got {len(params)}")
@@ -83,7 +86,9 @@ def interactive_figure(draw: Callable[..., object], params: dict[str, Sequence],
         return widgets.interactive(show, **dict(zip(names, controls, strict=True)))
 
     def image(*args) -> widgets.Image:
-        return widgets.Image(value=figure_to_png(draw(*args)), format="png")
+        shown = ", ".join(f"{n} = {a}" for n, a in zip(names, args, strict=True))
+        return widgets.Image(value=figure_to_png(draw(*args)), format="png",
+                             tooltip=f"{alt} Shown: {shown}." if alt else None)
 
     if len(names) == 1:
         view = widgets.Stack([image(v) for v in values[0]], selected_index=0)

@@ -231,7 +231,8 @@ def _is_stub(e: NotImplementedError) -> bool:
 def seed_all(seed: int) -> None:
     """``torch.manual_seed`` for the devices a course machine has (the CPU, CUDA, Apple's MPS). torch's own also
     queues a seed for each accelerator it was built for and has not started (XPU, MTIA, a CPU-only machine's
-    CUDA), recording the Python stack each time: a third of a check's own time on a CPU, once per case."""
+    CUDA), recording the Python stack each time: 13% of the time the checks of a LayerNorm task took on a CPU
+    (sampled with py-spy), once per case and once per known mistake."""
     torch.default_generator.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
