@@ -15,22 +15,29 @@ PAGES = sorted((ROOT / "book").glob("ch*.md")) + [ROOT / "book" / "appendix_gpu.
 OUT_OF_SIGHT = {"hide-input", "remove-input", "remove-cell"}
 
 
-def _calls_interactive_figure(source: str) -> bool:
+def _interactive_figure_calls(source: str) -> list[ast.Call]:
+    """The cell's calls of ``interactive_figure``, by its name or as an attribute (``plot.interactive_figure``)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return False
-    return any(isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", "")) == "interactive_figure"
-               for s in tree.body for n in ast.walk(s))
+        return []
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and getattr(n.func, "id", getattr(n.func, "attr", "")) == "interactive_figure"]
+
+
+def _page(page: Path, tmp_path: Path) -> tuple[nbformat.NotebookNode, Path]:
+    """The page as Jupyter Book reads it, and that notebook written to a file (what drawing_cells reads)."""
+    nb = read_myst_markdown_notebook(page.read_text())
+    path = tmp_path / "page.ipynb"
+    nbformat.write(nb, path)
+    return nb, path
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.stem)
 def test_a_cell_that_only_draws_a_figure_keeps_its_code_out_of_the_way(page, tmp_path):
-    nb = read_myst_markdown_notebook(page.read_text())  # as Jupyter Book reads the page
-    path = tmp_path / "page.ipynb"
-    nbformat.write(nb, path)
+    nb, path = _page(page, tmp_path)
     drawing = {c.index for c in drawing_cells(path)}
-    drawing |= {i for i, c in enumerate(nb.cells) if c.cell_type == "code" and _calls_interactive_figure(c.source)}
+    drawing |= {i for i, c in enumerate(nb.cells) if c.cell_type == "code" and _interactive_figure_calls(c.source)}
     shown = [nb.cells[i].source.splitlines()[0] for i in sorted(drawing)
              if not OUT_OF_SIGHT & set(nb.cells[i].metadata.get("tags", []))]
     assert not shown, (f"{page.name}: cells that draw a figure show their code in full; tag them hide-input "
@@ -42,9 +49,7 @@ def test_every_figure_a_cell_draws_has_alt_text(page, tmp_path):
     """A reader who cannot see the plot (a screen reader, an image that failed to load) gets a sentence
     saying what it shows: ``mystnb: image: alt:`` in the cell's options, which myst-nb writes as the image's
     ``alt``. The site's own test checks the built pages' ``<img>`` tags."""
-    nb = read_myst_markdown_notebook(page.read_text())
-    path = tmp_path / "page.ipynb"
-    nbformat.write(nb, path)
+    nb, path = _page(page, tmp_path)
     missing = [nb.cells[c.index].source.splitlines()[0] for c in drawing_cells(path)
                if not str(nb.cells[c.index].metadata.get("mystnb", {}).get("image", {}).get("alt", "")).strip()]
     assert not missing, f"{page.name}: cells that draw a figure with no alt text: {missing}"
@@ -85,12 +90,9 @@ def test_every_interactive_figure_says_what_it_shows(page):
     nb = read_myst_markdown_notebook(page.read_text())
     bare = []
     for cell in nb.cells:
-        if cell.cell_type != "code" or not _calls_interactive_figure(cell.source):
-            continue
-        for node in ast.walk(ast.parse(cell.source)):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "interactive_figure":
-                alt = next((k.value for k in node.keywords if k.arg == "alt"), None)
-                if not (isinstance(alt, ast.Constant) and str(alt.value).strip()
-                        or isinstance(alt, ast.JoinedStr | ast.BinOp | ast.Name)):
-                    bare.append(ast.get_source_segment(cell.source, node)[:80])
+        for node in _interactive_figure_calls(cell.source) if cell.cell_type == "code" else []:
+            alt = next((k.value for k in node.keywords if k.arg == "alt"), None)
+            if not (isinstance(alt, ast.Constant) and str(alt.value).strip()
+                    or isinstance(alt, ast.JoinedStr | ast.BinOp | ast.Name)):
+                bare.append(ast.get_source_segment(cell.source, node)[:80])
     assert not bare, f"{page.name}: interactive figures with no alt= text: {bare}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .diagram import INK, MUTED, SMALL_PT, Diagram
+from .diagram import INK, MUTED, SMALL_PT, WIDTH, Diagram
 
 
 def response_mask(prompt: Sequence[str] = ("<plural>", "a", "dog", "runs", ".", "<answer>"),
@@ -42,7 +42,7 @@ def response_mask(prompt: Sequence[str] = ("<plural>", "a", "dog", "runs", ".", 
 
 def _row(d: Diagram, y: float, title: str, boxes: Sequence[tuple[str, str, float]], labels: Sequence[str]):
     """A row of boxes left to right, (label, role, width), joined by labelled arrows, titled at its top left."""
-    gap = (7.0 - 0.3 - sum(w for _, _, w in boxes)) / (len(boxes) - 1)
+    gap = (WIDTH - 0.3 - sum(w for _, _, w in boxes)) / (len(boxes) - 1)
     x, placed = 0.15, []
     for label, role, w in boxes:
         placed.append(d.box((x + w / 2, y), label, role=role, w=w, h=0.8, size=SMALL_PT))
