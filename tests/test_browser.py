@@ -8,8 +8,10 @@ and search finds chapter 1. Screenshots of every page go to _build/screenshots/ 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
+import json
 import os
 import re
 import shutil
@@ -34,17 +36,25 @@ VISIBLE_IMAGES = ("() => [...document.querySelectorAll('.jupyter-widgets img')]"
                   ".filter(i => i.offsetParent !== null).map(i => i.src)")
 
 
-@pytest.fixture(scope="module")
-def server(site):
+@contextlib.contextmanager
+def _serving(directory: Path):
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args) -> None:
             pass
 
-    handler = functools.partial(Quiet, directory=str(site))
+    handler = functools.partial(Quiet, directory=str(directory))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    with _serving(site) as origin:
+        yield origin
 
 
 @pytest.fixture(scope="module")
@@ -212,6 +222,9 @@ def test_every_interactive_figure_responds_to_each_control(site, server, browser
         figures = page.locator(".widget-vbox:has(.widget-slider, .widget-dropdown)")
         if figures.count():
             page.wait_for_function(f"({VISIBLE_IMAGES})().length >= {figures.count()}", timeout=20_000)
+            unlabeled = page.evaluate("() => [...document.querySelectorAll('.jupyter-widgets img')]"
+                                      ".filter(i => !i.alt.trim()).length")
+            assert not unlabeled, f"{path}: {unlabeled} images of its interactive figures have no alt text"
         for i in range(figures.count()):
             fig = figures.nth(i)
             fig.scroll_into_view_if_needed()
@@ -234,6 +247,55 @@ def test_every_interactive_figure_responds_to_each_control(site, server, browser
             page.locator(".widget-vbox:has(.widget-slider)").first.screenshot(path=str(SHOTS / "ch01_interactive.png"))
         v.close()
     assert checked >= 2, "chapter 1's figure (a slider and a dropdown) should have been exercised"
+
+
+def test_an_interactive_figure_draws_and_responds_in_the_sites_own_widget_manager(browser, tmp_path):
+    """Without the book's build (an hour): the widget state interactive_figure makes, on a page that loads
+    the scripts the site loads, as myst-nb writes it. A widget option the vendored manager cannot draw
+    (an Image's tooltip did: "Could not create a view") fails here in seconds."""
+    import matplotlib.pyplot as plt
+    from ipywidgets.embed import embed_data
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    from lmbook.plot import interactive_figure
+
+    def draw(a, mode):
+        fig, ax = plt.subplots(figsize=(3, 2))
+        ax.plot([0, a], ls="-" if mode == "x" else ":")
+        return fig
+
+    box = interactive_figure(draw, {"a": [1, 2, 3], "mode": ["x", "y"]}, alt="A line of slope a.")
+    data = embed_data(views=[box])
+    (tmp_path / "vendor").symlink_to(ROOT / ".vendor" / "static" / "vendor", target_is_directory=True)
+    (tmp_path / "figure.html").write_text(
+        "<!DOCTYPE html><html><head><link rel=\"icon\" href=\"data:,\">"
+        f'<script type="application/vnd.jupyter.widget-state+json">{json.dumps(data["manager_state"])}</script>'
+        + "".join(f'<script src="vendor/{js}"></script>'
+                  for js in ("require.js", "widgets-require-config.js", "html-manager/embed-amd.js"))
+        + "</head><body>"
+        f'<script type="application/vnd.jupyter.widget-view+json">{json.dumps(data["view_specs"][0])}</script>'
+        "</body></html>")
+    with _serving(tmp_path) as origin:
+        v = Visit(browser, origin, "figure.html")
+        page = v.page
+        try:
+            page.wait_for_function(f"({VISIBLE_IMAGES})().length >= 1", timeout=20_000)
+        except PlaywrightTimeout:
+            pytest.fail(f"the figure drew no image in 20 s; the browser's console: {v.errors}")
+        shown = page.evaluate(VISIBLE_IMAGES)
+        alts = page.evaluate("() => [...document.querySelectorAll('.jupyter-widgets img')]"
+                             ".filter(i => i.offsetParent !== null).map(i => i.alt)")
+        page.locator(".widget-slider .noUi-handle").focus()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_timeout(200)
+        after_slider = page.evaluate(VISIBLE_IMAGES)
+        page.locator(".widget-dropdown select").select_option(label="y")
+        page.wait_for_timeout(200)
+        after_dropdown = page.evaluate(VISIBLE_IMAGES)
+        v.close()
+    assert not v.errors and not v.bad_requests, v.errors + v.bad_requests
+    assert len(shown) == 1 and alts == ["A line of slope a. Shown: a = 1, mode = x."], (shown, alts)
+    assert after_slider != shown and after_dropdown not in (shown, after_slider), "a control changed nothing"
 
 
 def test_sidebar_navigation_reaches_every_page_of_the_toc(site, server, browser):

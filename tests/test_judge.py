@@ -131,7 +131,8 @@ def _graded_with(monkeypatch, code: str, after: str, answers: dict | None = None
 def test_the_job_folder_holds_the_students_cells_and_no_test_inputs(monkeypatch):
     _, text, verdicts = _graded_with(monkeypatch, READS_THE_JOB, after="setup")
     assert "FILES ['job.json']" in text, text
-    assert "KEYS ['fork', 'kind', 'source']" in text, f"job.json holds more than the cells: {text}"
+    # which cells are hidden, and which run a training task: both as plain in the notebook itself
+    assert "KEYS ['fork', 'kind', 'source', 'trains']" in text, f"job.json holds more than the cells: {text}"
     assert verdicts["hidden_log_softmax"].passed  # the solution's answer, graded as usual
 
 

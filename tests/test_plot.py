@@ -1,10 +1,13 @@
+import html
+import re
+
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import pytest
 from ipywidgets.widgets.widget import _instances
 from ipywidgets.widgets.widget_link import Link
 
-from lmbook.plot import interactive_figure
+from lmbook.plot import interactive_figure, png_of
 
 
 def _draw(*args):
@@ -15,7 +18,11 @@ def _draw(*args):
 
 
 def _png(img) -> bytes:
-    return bytes(img.value)
+    return png_of(img)
+
+
+def _alt(img) -> str:
+    return html.unescape(re.fullmatch(r"<img .*\balt='([^']*)'.*>", img.value).group(1))
 
 
 def _linked(source, target) -> bool:
@@ -79,9 +86,10 @@ def test_bad_parameters_are_rejected(params):
 
 def test_each_image_carries_the_alt_text_and_the_values_it_is_drawn_for():
     box = interactive_figure(_draw, {"a": [1, 2], "mode": ["x", "y"]}, alt="Loss against steps.")
-    titles = [img.tooltip for inner in box.children[-1].children for img in inner.children]
-    assert titles == [f"Loss against steps. Shown: a = {a}, mode = {m}." for a in (1, 2) for m in "xy"], titles
+    alts = [_alt(img) for inner in box.children[-1].children for img in inner.children]
+    assert alts == [f"Loss against steps. Shown: a = {a}, mode = {m}." for a in (1, 2) for m in "xy"], alts
 
 
-def test_without_alt_text_an_image_has_no_title():
-    assert all(img.tooltip is None for img in interactive_figure(_draw, {"v": [1, 2]}).children[-1].children)
+def test_alt_text_with_quotes_and_brackets_stays_one_attribute():
+    img = interactive_figure(_draw, {"v": ["<'a'>"]}, alt='The "loss" <b>').children[-1].children[0]
+    assert _alt(img) == """The "loss" <b> Shown: v = <'a'>.""", img.value[-200:]

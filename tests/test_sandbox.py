@@ -17,11 +17,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _run(tmp_path: Path, *cells: str, timeout: float = 30, limits: sandbox.Limits | None = None,
-         use_sandbox: bool = True, forked: tuple[int, ...] = ()):
-    """Run code cells in the sandbox; return (outputs per cell, RunResult)."""
+         use_sandbox: bool = True, forked: tuple[int, ...] = (), trains: tuple[int, ...] = ()):
+    """Run code cells in the sandbox; return (outputs per cell, RunResult). ``trains``: the cells marked as
+    running a training task's check."""
     job = tmp_path / "job"
     job.mkdir()
-    steps = [{"kind": "code", "source": c, "fork": i in forked} for i, c in enumerate(cells)]
+    steps = [{"kind": "code", "source": c, "fork": i in forked, "trains": i in trains} for i, c in enumerate(cells)]
     (job / "job.json").write_text(json.dumps({"checks_module": None, "steps": steps}))
     for p in (tmp_path, job):
         os.chmod(p, 0o755)
@@ -44,6 +45,16 @@ def test_student_code_runs_and_its_outputs_come_back(tmp_path):
     assert outs[1] == [{"output_type": "execute_result", "data": {"text/plain": "42"}, "metadata": {},
                         "execution_count": 2}]
     assert result.killed is None
+
+
+@pytest.mark.parametrize("trains", [True, False])
+def test_torchs_optimizer_imports_are_done_before_the_first_cell_of_a_notebook_with_a_training_task(tmp_path,
+                                                                                                    trains):
+    """torch imports torch._dynamo when the first optimizer is made; inside a training task, under the watch,
+    that import took two thirds of a 15 s time limit. Other notebooks start without it."""
+    outs, _ = _run(tmp_path, "import sys\nprint('torch._dynamo' in sys.modules)", "pass",
+                   trains=(1,) if trains else ())
+    assert _text(outs[0]).split()[0] == str(trains), _text(outs[0])
 
 
 def test_no_network(tmp_path):

@@ -8,7 +8,10 @@ behind it, and just the same in Jupyter.
 
 from __future__ import annotations
 
+import base64
+import html
 import io
+import re
 from collections.abc import Callable, Sequence
 
 import matplotlib
@@ -47,6 +50,23 @@ def figure_to_png(fig) -> bytes:
     return buf.getvalue()
 
 
+def png_widget(png: bytes, alt: str) -> widgets.HTML:
+    """A PNG image as a widget, with its alt text.
+
+    An ``<img>`` in an HTML widget rather than ``widgets.Image``: an Image has no alt attribute, and giving it
+    a tooltip instead stops the static page's widget manager from drawing it at all (html-manager 1.0.7 reads
+    the tooltip's ``description``, which an Image does not have).
+    """
+    data = base64.b64encode(png).decode("ascii")
+    return widgets.HTML(f"<img src='data:image/png;base64,{data}' alt='{html.escape(alt)}' "
+                        "style='display:block;max-width:100%;height:auto'>")
+
+
+def png_of(widget: widgets.HTML) -> bytes:
+    """The PNG an image widget from ``png_widget`` shows."""
+    return base64.b64decode(re.search(r"base64,([A-Za-z0-9+/=]+)", widget.value).group(1))
+
+
 def _control(name: str, values: list) -> widgets.ValueWidget:
     """A slider for numbers, a dropdown for anything else; both sync their ``index`` to the browser."""
     layout = widgets.Layout(width="420px")
@@ -67,8 +87,8 @@ def interactive_figure(draw: Callable[..., object], params: dict[str, Sequence],
     With two parameters, an outer ``Stack`` (first control) holds one inner ``Stack``
     per first value (second control). ``live=True`` instead returns an ipywidgets
     ``interactive`` that redraws in a running kernel (no precomputation).
-    ``alt``: what the figure shows, for a reader who cannot see it; each image gets it with the values it is
-    drawn for, as its title (a widget image has no alt attribute; screen readers read the title instead).
+    ``alt``: what the figure shows, for a reader who cannot see it; each image's alt text is it with the values
+    the image is drawn for.
     """
     if not 1 <= len(params) <= 2:
         raise ValueError(f"interactive_figure takes one or two parameters, got {len(params)}")
@@ -85,10 +105,9 @@ def interactive_figure(draw: Callable[..., object], params: dict[str, Sequence],
 
         return widgets.interactive(show, **dict(zip(names, controls, strict=True)))
 
-    def image(*args) -> widgets.Image:
+    def image(*args) -> widgets.HTML:
         shown = ", ".join(f"{n} = {a}" for n, a in zip(names, args, strict=True))
-        return widgets.Image(value=figure_to_png(draw(*args)), format="png",
-                             tooltip=f"{alt} Shown: {shown}." if alt else None)
+        return png_widget(figure_to_png(draw(*args)), f"{alt} Shown: {shown}." if alt else "")
 
     if len(names) == 1:
         view = widgets.Stack([image(v) for v in values[0]], selected_index=0)

@@ -244,11 +244,12 @@ def _plan(nb, registry, timeout: float, unreadable: dict[int, str]) -> _Plan:
                                            "kwargs": {k2: _write(v, f"{cid}_{k2}", arrays)
                                                       for k2, v in kwargs.items()}})
             probes.append(probe)
-        plan.steps.append({"kind": "probe", "fork": hidden})  # a hidden test runs in a confined child
+        trains = any(p["mode"] == "train" for p in probes)
+        plan.steps.append({"kind": "probe", "fork": hidden, "trains": trains})  # hidden: in a confined child
         # Not in the job folder: the runner is sent these inputs only when this cell's turn comes.
         plan.run.append(sandbox.Step(timeout, {"probes": probes, "arrays": {**values.to_wire(arrays), **shared}},
                                      fork=hidden,
-                                     timed=any(p["mode"] == "train" for p in probes)))
+                                     timed=trains))
         plan.cells.append(i)
         plan.probes.append(probes)
     return plan
