@@ -116,7 +116,7 @@ def test_a_model_compiled_with_torch_compile_is_graded_like_any_other_in_the_san
     compiled = GOOD["train_lm"].replace("    contexts, targets =", "    fast = torch.compile(model)\n"
                                         "    contexts, targets =", 1).replace("F.cross_entropy(model(",
                                                                                "F.cross_entropy(fast(", 1)
-    assert "torch.compile(model)" in compiled and "fast(contexts" in compiled
+    assert "torch.compile(model)" in compiled and "F.cross_entropy(fast(" in compiled, compiled
     (tmp_path / "subs" / "compiled").mkdir(parents=True)
     nbformat.write(fill({**GOOD, "train_lm": compiled}), tmp_path / "subs" / "compiled" / NOTEBOOK)
     env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
