@@ -1,3 +1,4 @@
+import base64
 import html
 import re
 
@@ -7,7 +8,7 @@ import pytest
 from ipywidgets.widgets.widget import _instances
 from ipywidgets.widgets.widget_link import Link
 
-from lmbook.plot import interactive_figure, png_of
+from lmbook.plot import interactive_figure
 
 
 def _draw(*args):
@@ -18,7 +19,8 @@ def _draw(*args):
 
 
 def _png(img) -> bytes:
-    return png_of(img)
+    """The PNG an image widget shows (an <img> with a data: URL)."""
+    return base64.b64decode(re.search(r"base64,([A-Za-z0-9+/=]+)", img.value).group(1))
 
 
 def _alt(img) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import re
 from collections.abc import Callable, Sequence
 
 import matplotlib
@@ -60,11 +59,6 @@ def png_widget(png: bytes, alt: str) -> widgets.HTML:
     data = base64.b64encode(png).decode("ascii")
     return widgets.HTML(f"<img src='data:image/png;base64,{data}' alt='{html.escape(alt)}' "
                         "style='display:block;max-width:100%;height:auto'>")
-
-
-def png_of(widget: widgets.HTML) -> bytes:
-    """The PNG an image widget from ``png_widget`` shows."""
-    return base64.b64decode(re.search(r"base64,([A-Za-z0-9+/=]+)", widget.value).group(1))
 
 
 def _control(name: str, values: list) -> widgets.ValueWidget:
