@@ -38,7 +38,15 @@
 - ``lmbook.tasks``: each exercise's graded tasks, one package per exercise, and the list of released exercises
 """
 
-from .device import default_seed, get_device, seed_everything
-
 __all__ = ["default_seed", "get_device", "seed_everything"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # Imported on first use: ``import lmbook`` alone must not import torch, which the grader's nbgrader steps
+    # (recording grades, writing feedback) never use and would pay seconds for in every class graded.
+    if name in __all__:
+        from . import device
+
+        return getattr(device, name)
+    raise AttributeError(f"module 'lmbook' has no attribute {name!r}")

@@ -31,7 +31,8 @@ import nbformat
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool, Float, Unicode
 
-from . import interrupt, judge
+from . import interrupt
+from .graded import DEFAULT_TIMEOUT, Graded, ReferenceFailed, Verdict, is_test_cell
 
 # Tags that change whether or how a cell runs (nbclient, Jupyter Book, nbval...).
 EXECUTION_TAGS = {"skip-execution", "raises-exception", "skip", "remove-cell", "remove-input", "nbval-skip",
@@ -177,7 +178,7 @@ def notebook_key(nb) -> str:
     parts = [grader_fingerprint()]
     for cell in nb.cells:
         if cell.cell_type == "code":
-            parts.append(json.dumps([judge.is_test_cell(cell), cell.source]))
+            parts.append(json.dumps([is_test_cell(cell), cell.source]))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
@@ -198,25 +199,25 @@ def cell_ids(nb) -> dict[int, str]:
     seen: dict[str, int] = {}
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
-            h = hashlib.sha256(json.dumps([judge.is_test_cell(cell), cell.source]).encode()).hexdigest()[:24]
+            h = hashlib.sha256(json.dumps([is_test_cell(cell), cell.source]).encode()).hexdigest()[:24]
             ids[i] = f"{h}-{seen.get(h, 0)}"
             seen[h] = seen.get(h, 0) + 1
     return ids
 
 
-def load_cached(cache: Path, key: str, nb) -> judge.Graded | None:
+def load_cached(cache: Path, key: str, nb) -> Graded | None:
     """The cached result for ``nb``, its cells' outputs and verdicts put on ``nb``'s own cells."""
     index = {ident: i for i, ident in cell_ids(nb).items()}
     try:
         d = json.loads((cache / f"{key}.json").read_text())
         for part in ("outputs", "verdicts"):
             d[part] = {str(index[ident]): v for ident, v in d[part].items()}
-        return judge.Graded.from_json(d)
+        return Graded.from_json(d)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # absent, unreadable, or for cells this notebook does not have: grade it afresh
 
 
-def store(cache: Path, key: str, graded: judge.Graded, nb) -> None:
+def store(cache: Path, key: str, graded: Graded, nb) -> None:
     cache.mkdir(parents=True, exist_ok=True)
     ids = cell_ids(nb)
     d = graded.to_json()
@@ -231,7 +232,7 @@ class SandboxedExecute(Preprocessor):
     """nbgrader's Execute, replaced: sandboxed run, verdicts outside the kernel, outputs into the notebook."""
 
     enabled = Bool(True).tag(config=True)
-    timeout = Float(judge.DEFAULT_TIMEOUT, help="seconds per cell").tag(config=True)
+    timeout = Float(DEFAULT_TIMEOUT, help="seconds per cell").tag(config=True)
     cache_dir = Unicode("", help="results cache (default: lmbook_cache beside the gradebook)").tag(config=True)
     no_sandbox = Bool(os.environ.get("LMBOOK_NO_SANDBOX") == "1",
                       help="run student code without bubblewrap (trusted notebooks only)").tag(config=True)
@@ -243,8 +244,10 @@ class SandboxedExecute(Preprocessor):
         cache = cache_dir_for(resources, self.cache_dir)
         graded = load_cached(cache, key, nb)
         if graded is None:
+            from . import judge  # here only: torch and the checks cost every nbgrader step seconds to import
+
             # The reference solution first, in this same sandbox and configuration: a grader that cannot give
-            # it full marks grades nobody (judge.ReferenceFailed, one line, for every submission).
+            # it full marks grades nobody (ReferenceFailed, one line, for every submission).
             seconds = self._reference_seconds(resources, cache)
             with interrupt.unwinding():  # stopping nbgrader (or lmbook-grade) removes the sandbox's folder too
                 graded = judge.grade_notebook(nb, use_sandbox=not self.no_sandbox, timeout=self.timeout,
@@ -266,7 +269,7 @@ class SandboxedExecute(Preprocessor):
         return nb, resources
 
     def _reference_seconds(self, resources, cache: Path) -> float | None:
-        """How long the reference solution's run took here; raises judge.ReferenceFailed if it is not full
+        """How long the reference solution's run took here; raises ReferenceFailed if it is not full
         marks. None where this nbgrader run has no source folder to take it from."""
         info = resources.get("nbgrader", {})
         converter = self.parent
@@ -281,21 +284,23 @@ class SandboxedExecute(Preprocessor):
             return None
         memo = (str(source.resolve()), self.no_sandbox, self.timeout)
         if memo not in _references:
+            from . import judge
+
             try:
                 with interrupt.unwinding():
                     _references[memo] = judge.preflight(source, use_sandbox=not self.no_sandbox,
                                                         timeout=self.timeout, cache=cache)
-            except judge.ReferenceFailed as e:
+            except ReferenceFailed as e:
                 _references[memo] = e
-        if isinstance(_references[memo], judge.ReferenceFailed):
+        if isinstance(_references[memo], ReferenceFailed):
             raise _references[memo]
         return _references[memo]
 
 
-_references: dict[tuple, float | judge.ReferenceFailed] = {}  # per process: one preflight per source notebook
+_references: dict[tuple, float | ReferenceFailed] = {}  # per process: one preflight per source notebook
 
 
-def apply(nb, graded: judge.Graded, partial_credit: bool = False) -> None:
+def apply(nb, graded: Graded, partial_credit: bool = False) -> None:
     """Write the graded outputs into the notebook's code cells (nothing else).
 
     ``partial_credit``: a failed hidden-test cell whose answer passed some cases shows the points earned as
@@ -308,8 +313,8 @@ def apply(nb, graded: judge.Graded, partial_credit: bool = False) -> None:
         outs = graded.outputs.get(i)
         if outs is None:
             cell.outputs, cell.execution_count = [], None
-            if judge.is_test_cell(cell):  # never ran: an error, so it scores 0
-                cell.outputs = [nbformat.from_dict(o) for o in judge.Verdict(False, [
+            if is_test_cell(cell):  # never ran: an error, so it scores 0
+                cell.outputs = [nbformat.from_dict(o) for o in Verdict(False, [
                     "not graded: the notebook stopped before this cell"]).outputs()]
             continue
         count += 1
