@@ -610,9 +610,9 @@ def log_softmax(x, dim=-1):
     rows = moved.reshape(-1, moved.shape[-1])
     out = torch.empty_like(rows)
     for i in range(rows.shape[0]):  # one row at a time
-        m = max(float(v) for v in rows[i])
-        total = sum(math.exp(float(v) - m) for v in rows[i])
-        out[i] = rows[i] - m - math.log(total)
+        m = rows[i].max()
+        total = sum(torch.exp(v - m) for v in rows[i])  # Python's sum over the row's entries
+        out[i] = rows[i] - m - torch.log(total)
     return out.reshape(moved.shape).movedim(-1, dim)''',
         "cross_entropy": '''
 def cross_entropy(logits, targets, ignore_index=-100):

@@ -232,3 +232,55 @@ def _reference_out(check, args, kwargs):
     args, leaves = gradients.tracked(list(gradients.to_reference(args)), check.grad_of)
     with torch.enable_grad():
         return check.reference(*args, **gradients.to_reference(kwargs)), leaves
+
+
+def _statements() -> dict[str, str]:
+    """Each task's statement in the solutions: the '## Task' cell above the answer cell that defines it."""
+    import re
+    from pathlib import Path
+
+    import nbformat
+
+    found: dict[str, str] = {}
+    for path in sorted((Path(__file__).resolve().parent.parent / "solutions").glob("ch*/*.ipynb")):
+        statement = ""
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "markdown" and cell.source.startswith("## Task"):
+                statement = cell.source
+            if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+                for name in re.findall(r"^def (\w+)\(", cell.source, flags=re.MULTILINE):
+                    found.setdefault(name, statement)
+    return found
+
+
+@pytest.mark.parametrize("check", list(_checks_trained_through()), ids=lambda c: c.task)
+def test_the_statement_of_a_task_trained_through_says_its_gradient_is_checked(check):
+    """A student should learn from the statement, not from a failed check, that `.detach()` loses the points."""
+    statement = _statements().get(check.task)
+    assert statement is not None, f"no statement found for {check.task}"
+    assert "gradient" in statement and "detach" in statement, f"{check.task}'s statement:\n{statement[:400]}"
+
+
+def rnn_cell_right(x, h, W_x, W_h, b):
+    return torch.tanh(x @ W_x.T + h @ W_h.T + b)
+
+
+def rnn_cell_detached(x, h, W_x, W_h, b):
+    return torch.tanh(x @ W_x.T + h @ W_h.T + b).detach()
+
+
+def test_a_saturated_tanh_whose_float32_gradient_rounds_to_zero_is_not_a_cut_graph():
+    """Pre-activations near ±15: 1 - tanh² is 0 in float32 (for torch's own RNNCell as for the answer), and about
+    4e-13 in float64, where the check's reference is computed."""
+    from lmbook.tasks.ch02 import RNN_CELL
+
+    g = torch.Generator().manual_seed(0)
+    args = (torch.randn(3, 4, generator=g), torch.randn(3, 5, generator=g), 0.1 * torch.randn(5, 4, generator=g),
+            0.1 * torch.randn(5, 5, generator=g), torch.tensor([15.0, -15.0, 15.0, -15.0, 15.0]))
+    for answer, problem in ((rnn_cell_right, None), (rnn_cell_detached, "no gradient reaches `x`")):
+        passed, leaves = gradients.tracked(args, RNN_CELL.grad_of)
+        grads = gradients.answer_grads(answer(*passed), leaves)
+        if answer is rnn_cell_right:
+            assert all(float(g.abs().max()) == 0 for g in grads), "every pre-activation should saturate"
+        got = gradients.gradient_problem(RNN_CELL, args, {}, grads)
+        assert (got is None) if problem is None else (problem in got), (answer.__name__, got)

@@ -203,7 +203,10 @@ def gradient_problem(check, args: tuple, kwargs: dict, grads, *, hidden: bool = 
             return (f"the gradient the result gives `{name}` holds nan or inf where the formula's is finite: a "
                     "value that overflows, or log(0) or 0/0 on a branch that `torch.where` or a mask then drops "
                     "(its gradient is still computed: inf times 0 is nan), would stop training")
-        if got is None or not bool(got.abs().max() > 0):
+        # A saturated tanh or sigmoid has a gradient float32 rounds to 0 (the formula's own, in the answer's
+        # dtype, is 0 too): a graph that gives exactly 0 there is right, not cut
+        rounded_away = narrow is not None and not bool(to_reference(narrow).abs().max() > 0)
+        if got is None or (not bool(got.abs().max() > 0) and not rounded_away):
             return (f"no gradient reaches `{name}` through the result: it was computed outside autograd's graph "
                     "(`.detach()`, `.item()` or `.tolist()` then a new tensor, `torch.no_grad()`, `.data`); "
                     "training goes through it, so compute it from the input with tensor operations")

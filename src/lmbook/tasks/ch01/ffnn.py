@@ -43,6 +43,7 @@ FFNN_FORWARD = Check(
     task="ffnn_forward",
     what="logits = U tanh(W z + b) + c, z = [e_{t-m}; ...; e_{t-1}]",
     reference=_ffnn_ref,
+    grad_of=(1, 2, 3, 4, 5),  # E, W, b, U and c: the model is trained through its forward pass
     compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=1e-4, atol=1e-4, dim=None),
     cases=[
         Case("batch 4, window 3, V=12, d=5, H=7", _ffnn_case(4, 3, 12, 5, 7)),

@@ -24,6 +24,7 @@ LOG_SOFTMAX = Check(
     task="log_softmax",
     what="numerically stable log-softmax along `dim`",
     reference=lambda x, dim=-1: torch.log_softmax(x, dim=dim),
+    grad_of=(0,),  # a language model's loss is trained through it
     compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=1e-4, atol=1e-4, dim=None,
                                                       nan_hint=OVERFLOW_HINT),
     cases=[

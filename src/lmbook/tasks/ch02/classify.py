@@ -74,6 +74,7 @@ CLASSIFY = Check(
     task="classify",
     what="logits = W pool(states) + b, pooling only real positions (last / mean / max)",
     reference=_classify_ref,
+    grad_of=(0, 2, 3),  # the states, W and b: the classifier and the RNN below it are trained through it
     compare=tensor_compare(),
     cases=_pool_cases(hidden=False),
     hidden_cases=_pool_cases(hidden=True),

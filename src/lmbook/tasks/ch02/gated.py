@@ -8,7 +8,7 @@ from torch import nn
 from ... import rnn as lmbook_rnn
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import OVERFLOW_HINT, compare_parts
-from ..common import TORCH_RNN_NAMES, load_weights
+from ..common import TORCH_RNN_NAMES, call_with_weights
 from ..common import randn as _randn
 from .inputs import f64, tensor_compare
 
@@ -25,8 +25,8 @@ def _gated_case(B, D, H, gates, lstm, scale=0.5):
 
 def _lstm_ref(x, h, c, W_ih, W_hh, b_ih, b_hh):
     H, D = W_hh.shape[1], x.shape[1]
-    cell = load_weights(nn.LSTMCell(D, H), {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih, "bias_hh": b_hh})
-    return cell(x, (h, c))
+    return call_with_weights(nn.LSTMCell(D, H), {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih,
+                                                 "bias_hh": b_hh}, x, (h, c))
 
 
 def _exp_sigmoid(z):
@@ -49,6 +49,7 @@ LSTM_CELL = Check(
     task="lstm_cell",
     what="the LSTM cell, equal to torch.nn.LSTMCell given the same weights",
     reference=_lstm_ref,
+    grad_of=(0, 1, 2, 3, 4, 5, 6),  # x, h, c and the weights, through h: an LSTM is trained through its cell
     compare=compare_parts("h", "c", nan_hint=OVERFLOW_HINT),
     cases=[Case("batch 3, input 4, hidden 5", _gated_case(3, 4, 5, 4, lstm=True)),
            Case("batch 2, input 6, hidden 2", _gated_case(2, 6, 2, 4, lstm=True))],
@@ -79,8 +80,8 @@ LSTM_CELL = Check(
 
 def _gru_ref(x, h, W_ih, W_hh, b_ih, b_hh):
     H, D = W_hh.shape[1], x.shape[1]
-    cell = load_weights(nn.GRUCell(D, H), {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih, "bias_hh": b_hh})
-    return cell(x, h)
+    return call_with_weights(nn.GRUCell(D, H), {"weight_ih": W_ih, "weight_hh": W_hh, "bias_ih": b_ih,
+                                                "bias_hh": b_hh}, x, h)
 
 
 def _gru_with(order="rzn", swap_z=False, reset="torch"):
@@ -106,6 +107,7 @@ GRU_CELL = Check(
     task="gru_cell",
     what="the GRU cell, equal to torch.nn.GRUCell given the same weights",
     reference=_gru_ref,
+    grad_of=(0, 1, 2, 3, 4, 5),  # x, h and the weights: a GRU is trained through its cell
     compare=tensor_compare(),
     cases=[Case("batch 3, input 4, hidden 5", _gated_case(3, 4, 5, 3, lstm=False)),
            Case("batch 2, input 6, hidden 2", _gated_case(2, 6, 2, 3, lstm=False))],

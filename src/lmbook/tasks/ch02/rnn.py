@@ -10,7 +10,7 @@ from ... import rnn as lmbook_rnn
 from ...grading.checks import Case, Check, Mutant
 from ...grading.compare import OVERFLOW_HINT, compare_parts
 from .. import earlier
-from ..common import TORCH_RNN_NAMES, load_weights
+from ..common import TORCH_RNN_NAMES, call_with_weights
 from ..common import randn as _randn
 from .inputs import f64, tensor_compare
 
@@ -25,9 +25,8 @@ def _rnn_cell_case(B, D, H, scale=0.5):
 
 def _rnn_cell_ref(x, h, W_x, W_h, b):
     H, D = W_x.shape
-    cell = load_weights(nn.RNNCell(D, H), {"weight_ih": W_x, "weight_hh": W_h, "bias_ih": b,
-                                      "bias_hh": torch.zeros_like(b)})
-    return cell(x, h)
+    return call_with_weights(nn.RNNCell(D, H), {"weight_ih": W_x, "weight_hh": W_h, "bias_ih": b,
+                                                "bias_hh": torch.zeros_like(b)}, x, h)
 
 
 def _cell_with(act=torch.tanh, recur=True, bias=True, swap=False, bias_after=False, no_t=False):
@@ -50,6 +49,7 @@ RNN_CELL = Check(
     task="rnn_cell",
     what="h_t = tanh(W_x x_t + W_h h_{t-1} + b)",
     reference=_rnn_cell_ref,
+    grad_of=(0, 1, 2, 3, 4),  # x, h and the weights: an RNN is trained through its cell
     compare=tensor_compare(),
     cases=[Case("batch 4, input size 3, hidden size 5", _rnn_cell_case(4, 3, 5)),
            Case("input size = hidden size = 4", _rnn_cell_case(3, 4, 4))],
@@ -93,10 +93,10 @@ def _rnn_seq_case(B, T, D, H, lengths=None, scale=0.5):
 def _rnn_forward_ref(x, lengths, h0, W_x, W_h, b):
     B, T, D = x.shape
     H = W_h.shape[0]
-    rnn = load_weights(nn.RNN(D, H, batch_first=True), {"weight_ih_l0": W_x, "weight_hh_l0": W_h, "bias_ih_l0": b,
-                                                   "bias_hh_l0": torch.zeros_like(b)})
     packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-    out, h_n = rnn(packed, h0.unsqueeze(0))
+    out, h_n = call_with_weights(nn.RNN(D, H, batch_first=True),
+                                 {"weight_ih_l0": W_x, "weight_hh_l0": W_h, "bias_ih_l0": b,
+                                  "bias_hh_l0": torch.zeros_like(b)}, packed, h0.unsqueeze(0))
     out, _ = pad_packed_sequence(out, batch_first=True, total_length=T)  # zeros after each sequence's end
     return out, h_n[0]
 
@@ -122,6 +122,7 @@ RNN_FORWARD = Check(
     task="rnn_forward",
     what="all states (0 at padding) and each sequence's state at its last real step",
     reference=_rnn_forward_ref,
+    grad_of=(0, 2, 3, 4, 5),  # x, h0 and the weights, through the states: an RNN LM is trained through them
     builds_on=(("rnn_cell", earlier.rnn_cell),),
     compare=compare_parts("outputs", "h_n", nan_hint=OVERFLOW_HINT),
     cases=[Case("batch 3, lengths (5, 2, 4), input 3, hidden 4", _rnn_seq_case(3, 5, 3, 4, lengths=[5, 2, 4])),

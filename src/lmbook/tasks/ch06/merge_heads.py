@@ -62,6 +62,7 @@ MERGE_HEADS = Check(
     task="merge_heads",
     what="(B, n_head, n, d_head) → (B, n, n_head·d_head), the inverse of split_heads",
     reference=_merge_ref,
+    grad_of=(0,),  # x: multi-head attention is trained through the merge
     compare=exact_compare,
     cases=_merge_cases(hidden=False),
     hidden_cases=_merge_cases(hidden=True),

@@ -63,6 +63,7 @@ SPLIT_HEADS = Check(
     task="split_heads",
     what="(B, n, d) → (B, n_head, n, d/n_head), head i holding features i·d/h … (i+1)·d/h − 1",
     reference=_split_ref,
+    grad_of=(0,),  # x: multi-head attention is trained through the split
     compare=exact_compare,
     cases=_split_cases(hidden=False),
     hidden_cases=_split_cases(hidden=True),

@@ -56,6 +56,7 @@ POOL_LAST = Check(
     task="pool_last",
     what="row b of the output is h[b, lengths[b] − 1], the last real token's state",
     reference=_pool_ref,
+    grad_of=(0,),  # h: the classifier's model is fine-tuned through the pooled state
     compare=lambda out, ref: describe_tensor_mismatch(out, ref, rtol=1e-6, atol=1e-6, dim=None),
     cases=[sized("batch 3, n=6, lengths (6, 2, 4), d=5", _pool_case, B=3, n=6, d=5, lengths=[6, 2, 4], **SHRINK),
            sized("batch 4, n=5, random lengths, d=8", _pool_case, B=4, n=5, d=8, **SHRINK),
