@@ -61,6 +61,17 @@ def ls_sum_everything(x, dim=-1):  # normalises by the sum over the whole tensor
     return x - m - torch.log(torch.exp(x - m).sum())
 
 
+def ls_python_float_lse(x, dim=-1):  # right values; the log-sum-exp is a Python float, outside the graph
+    moved = x.movedim(dim, -1)
+    rows = moved.reshape(-1, moved.shape[-1])
+    out = []
+    for row in rows:
+        m = max(float(v) for v in row)
+        lse = m + math.log(sum(math.exp(float(v) - m) for v in row))
+        out.append(row - lse)  # the gradient for x is 1, not 1 - softmax(x)
+    return torch.stack(out).reshape(moved.shape).movedim(-1, dim)
+
+
 def ls_right_loop(x, dim=-1):
     moved = x.movedim(dim, -1)
     rows = moved.reshape(-1, moved.shape[-1])
@@ -408,6 +419,7 @@ WRONG = {
                 note="log of a stable softmax"),
         Student(ls_sum_everything, has=_has(LOG_SOFTMAX, "normalised by the sum over the whole tensor"),
                 note="sum over the whole tensor"),
+        Student(ls_python_float_lse, has=None, note="log-sum-exp as a Python float: no gradient through it"),
     ],
     "cross_entropy": [
         Student(ce_no_mask, has=None, note="gathers at the padding id"),
