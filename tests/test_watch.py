@@ -227,6 +227,25 @@ def test_a_clone_of_the_courses_function_is_seen():
     assert "a copy of its code" in _grade(lambda v, u, n: clone(v, u, n), SGNS_LOSS)
 
 
+def test_a_library_looking_up_a_missing_attribute_of_the_graders_packages_runs_none_of_its_code():
+    """torch.compile's tracer looks attributes up on loaded modules while the model it compiled runs: on lmbook
+    and the grader's packages, a missing one must run no grader code under the answer's call (a module
+    ``__getattr__`` in ``lmbook.grading`` did, and a compiled model lost its task as "called the grader's own
+    code")."""
+    import lmbook.grading
+    import lmbook.tasks
+
+    # a notebook's code is __main__'s, as in the sandbox (the watch tells the student's calls by it)
+    notebook = {"__name__": "__main__", "packages": (lmbook, lmbook.grading, lmbook.tasks), "own": own_log_softmax}
+    exec("def answer(x, dim=-1):\n"
+         "    for module in packages:\n"
+         "        getattr(module, '_a_name_no_module_has', None)\n"
+         "    return own(x, dim)\n", notebook)
+    w = watch.CallWatch(LOG_SOFTMAX)
+    values.call_once(notebook["answer"], [torch.randn(3, 4)], {}, 0, around=w)
+    assert w.found is None, w.found
+
+
 # ----------------------------------------------------------------------------- switching the watch off
 
 

@@ -15,15 +15,9 @@ which the notebook's locked set-up cell names (``from lmbook.tasks.ch02 import c
   notebooks) and output (grades, reports, the class page)
 - :mod:`.archive`: unpacking an LMS zip, each refused entry reported for its student
 - :mod:`.interrupt`: stopping ``lmbook-grade`` (SIGTERM, Ctrl-C) without leaving temporary folders
+
+The package itself imports nothing, and defines no module ``__getattr__``: nbgrader's steps load
+:mod:`.nbgrader_plugin` without torch or the checks (import ``Check``, ``Registry``... from :mod:`.checks`), and
+a library that probes a module's attributes while an answer runs (``torch.compile``'s tracer does) must not
+run the grader's code under the answer's call.
 """
-
-__all__ = ["Case", "Check", "CheckFailed", "Mutant", "Registry", "run_check"]
-
-
-def __getattr__(name: str):
-    # Imported on first use, as in ``lmbook``: nbgrader's steps load this package's preprocessors, not the checks.
-    if name in __all__:
-        from . import checks
-
-        return getattr(checks, name)
-    raise AttributeError(f"module 'lmbook.grading' has no attribute {name!r}")

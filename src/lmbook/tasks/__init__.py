@@ -1,7 +1,7 @@
-"""The course's graded tasks: one package per exercise, each a :class:`~lmbook.grading.Registry` named ``check``.
+"""The course's graded tasks: one package per exercise, each a :class:`~lmbook.grading.checks.Registry` named ``check``.
 
 Each package (``lmbook.tasks.ch01``, ...) holds what its exercise's tasks must do, one file per task: cases,
-references, comparisons, named mistakes and forbidden ready-made answers, as :class:`~lmbook.grading.Check` data.
+references, comparisons, named mistakes and forbidden ready-made answers, as :class:`~lmbook.grading.checks.Check` data.
 A notebook's locked set-up cell names its package (``from lmbook.tasks.ch02 import check``); the grading
 engine, :mod:`lmbook.grading`, finds the checks through that line alone and knows no exercise.
 
