@@ -223,6 +223,13 @@ def lstm_naive_sigmoid(x, h, c, W_ih, W_hh, b_ih, b_hh):
     return sig(o) * torch.tanh(c), c
 
 
+def lstm_detached_cell_state(x, h, c, W_ih, W_hh, b_ih, b_hh):  # right values
+    i, f, g, o = _gates(x, h, W_ih, W_hh, b_ih, b_hh).chunk(4, -1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    h = torch.sigmoid(o) * torch.tanh(c)
+    return h, c.detach()  # "so the graph does not grow over the sequence", as between batches in truncated BPTT
+
+
 def lstm_right_separate(x, h, c, W_ih, W_hh, b_ih, b_hh):
     H = h.shape[1]
     pre = [x @ W_ih[k * H:(k + 1) * H].T + b_ih[k * H:(k + 1) * H] + h @ W_hh[k * H:(k + 1) * H].T
@@ -798,6 +805,7 @@ WRONG = {
         Student(lstm_split_wrong_dim, note="view(-1, H, 4): interleaves the gates"),
         Student(lstm_one_bias, has="left out the recurrent bias b_hh (torch's cell has both b_ih and b_hh)"),
         Student(lstm_inplace_c, note="updates c in place"),
+        Student(lstm_detached_cell_state, note="returns c detached: no gradient to the step before through c"),
         Student(lstm_naive_sigmoid, note="sigmoid as exp(z) / (1 + exp(z)): NaN for large z",
                 has="wrote the sigmoid as exp(z) / (1 + exp(z)): exp overflows for large pre-activations and gives "
                     "NaN; use torch.sigmoid"),

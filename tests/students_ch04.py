@@ -413,6 +413,11 @@ def step_by_lengths(y_prev, s_prev, H, mask, E, *rest):
     return _step(y_prev, s_prev, H, by_length, E, *rest)
 
 
+def step_state_detached(*a):  # right values; the new state cut off "as in truncated backpropagation"
+    logits, s, alpha = _step(*a)
+    return logits, s.detach(), alpha
+
+
 def step_right_onehot(y_prev, s_prev, H, mask, E, W1, W2, v, W_ih, W_hh, b_ih, b_hh, W_o, b_o):
     e = torch.einsum("bta,a->bt", torch.tanh(torch.einsum("ah,bth->bta", W1, H) + (W2 @ s_prev.T).T[:, None]), v)
     e = torch.where(mask, e, torch.full_like(e, INF))
@@ -530,6 +535,7 @@ WRONG = {
                 note="exp(e) / sum without the maximum"),
         Student(step_by_lengths, has=_has(BAHDANAU_STEP, "took the first mask.sum()"),
                 note="padding assumed at the end"),
+        Student(step_state_detached, note="s_t returned detached: the next step cannot train this one"),
     ],
 }
 

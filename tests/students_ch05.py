@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from check_contract import Student
 
@@ -57,6 +58,12 @@ def qkv_float32(X, W_q, b_q, W_k, b_k, W_v, b_v):  # float64 inputs come back in
 
 def qkv_transposes_in_place(X, W_q, b_q, W_k, b_k, W_v, b_v):  # .t_() transposes the caller's weights
     return X @ W_q.t_() + b_q, X @ W_k.t_() + b_k, X @ W_v.t_() + b_v
+
+
+def qkv_values_in_numpy(X, W_q, b_q, W_k, b_k, W_v, b_v):
+    # V through NumPy, with the .detach() that torch's error message suggests: right values, no gradient
+    V = np.einsum("bnd,vd->bnv", X.detach().cpu().numpy(), W_v.detach().cpu().numpy())
+    return X @ W_q.T + b_q, X @ W_k.T + b_k, torch.from_numpy(V).to(X.device) + b_v
 
 
 def qkv_right_matmul_other_side(X, W_q, b_q, W_k, b_k, W_v, b_v):
@@ -401,6 +408,7 @@ WRONG = {
         Student(qkv_bias_first, None),
         Student(qkv_float32, None),
         Student(qkv_transposes_in_place, None),
+        Student(qkv_values_in_numpy, None, note="V computed in NumPy: no gradient reaches W_v"),
         Student(qkv_float32_inside, None, note="float32 arithmetic, float64 returned"),
         Student(qkv_float32_weights, None, note="float32 weights, float64 returned"),
         Student(qkv_list, None, note="a list, not a tuple"),

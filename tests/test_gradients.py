@@ -185,11 +185,35 @@ def mha_weights_detached_for_plotting(query, key, value, in_proj_weight, in_proj
     return y.transpose(0, 1), a.detach()
 
 
-def test_only_the_first_tensor_of_a_result_is_trained_through():
+def test_attention_weights_returned_to_be_plotted_are_not_trained_through():
     result = values.call_once(mha_weights_detached_for_plotting,
                               list(case_inputs(MULTIHEAD_ATTENTION.cases[0], 0, 0, CPU)[0]), {}, 0,
-                              grad_of=MULTIHEAD_ATTENTION.grad_of)
+                              grad_of=MULTIHEAD_ATTENTION.grad_of, trained_outputs=MULTIHEAD_ATTENTION.trained_outputs)
     assert all(g is not None for g in result["grads"]), "the output's gradient did not reach every input"
+
+
+def lstm_cell_detached_c(x, h, c, W_ih, W_hh, b_ih, b_hh):
+    i, f, g, o = (x @ W_ih.T + b_ih + h @ W_hh.T + b_hh).chunk(4, -1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c.detach()
+
+
+def test_every_output_a_model_is_trained_through_carries_the_gradient():
+    """An LSTM cell is trained through h and c (trained_outputs = 2): a detached c, right in value, is caught,
+    though h alone gives every input a gradient; the same answer with c attached passes."""
+    from lmbook.tasks.ch02 import LSTM_CELL
+
+    def attached(*args):
+        h, c = lstm_cell_detached_c(*args)
+        i, f, g, _ = (args[0] @ args[3].T + args[5] + args[1] @ args[4].T + args[6]).chunk(4, -1)
+        return h, torch.sigmoid(f) * args[2] + torch.sigmoid(i) * torch.tanh(g)
+
+    assert LSTM_CELL.trained_outputs == 2
+    args, kwargs = case_inputs(LSTM_CELL.cases[0], 0, 0, CPU)
+    for answer, passes in ((lstm_cell_detached_c, False), (attached, True)):
+        result = values.call_once(answer, list(args), kwargs, 0, grad_of=LSTM_CELL.grad_of, trained_outputs=2)
+        problem = gradients.gradient_problem(LSTM_CELL, args, kwargs, result["grads"])
+        assert (problem is None) == passes, (answer.__name__, problem)
 
 
 def _checks_trained_through():

@@ -47,7 +47,7 @@ def grader_verdict(check: Check, answer, *, hidden: bool, seed: int) -> tuple[bo
         kw = {k: runner._load(spec, wire, CPU) for k, spec in kw_specs.items()}
         watch = CallWatch(check)  # the runner's run-time second opinion
         got = values.call_once(answer, a, kw, case_seed(seed, index), around=watch, grad_of=check.grad_of,
-                               stand_ins=check.builds_on)
+                               stand_ins=check.builds_on, trained_outputs=check.trained_outputs)
         if watch.found:
             return False, forbidden_message(check, watch.found)
         reply: values.Arrays = {}

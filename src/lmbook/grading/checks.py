@@ -73,6 +73,9 @@ class Check:
     # The arguments (by position) a loss is trained through: the gradient the answer's result gives them is
     # checked against autograd on the reference (:mod:`.gradients`).
     grad_of: tuple[int, ...] = ()
+    # How many of the result's tensors, from the first, a model is trained through: an LSTM cell's h and c, the
+    # three projections Q, K and V; not attention's weights, returned to be plotted.
+    trained_outputs: int = 1
     # The earlier tasks' functions the statement lets the answer call, by the name it gives them, and a right
     # version of each, put in their place while the answer runs (:mod:`.earlier`): one mistake costs one task.
     builds_on: tuple[tuple[str, Callable], ...] = ()
@@ -149,7 +152,8 @@ def run_check(check: Check, answer: Callable, *, hidden: bool = False, seed: int
         watch = Guarded(check)  # what the answer calls is seen, and its ready-made answers do not compute
         try:
             result = values.call_once(answer, passed_in[0], passed_in[1], case_seed(seed, i), around=watch,
-                                      device=device, grad_of=check.grad_of, stand_ins=check.builds_on)
+                                      device=device, grad_of=check.grad_of, stand_ins=check.builds_on,
+                                      trained_outputs=check.trained_outputs)
         except NotImplementedError:
             raise CheckFailed(not_implemented(check)) from None
         if watch.found or watch.tampered:

@@ -8,7 +8,8 @@ the gradient of its result reaches the decision beside the result:
 
     ∂/∂x_i  Σ (out ⊙ w),   w = cos(0.7 k + 0.3) over the result's elements k  (w = 1 for one number)
 
-The first tensor of a result that is several (an output and its attention weights) is the one differentiated.
+Of a result that is several tensors, the first ``Check.trained_outputs`` are differentiated, each with its own
+weights: an LSTM cell's h and c, Q, K and V; not attention's weights, returned to be plotted.
 The reference's gradient, computed the same way in float64 by ``torch.autograd`` on the task's reference,
 is what it is compared with. The same function runs in the student's kernel and in the grader's sandbox.
 """
@@ -82,17 +83,18 @@ def tracked(args: Sequence, grad_of: Sequence[int]) -> tuple[list, list[torch.Te
     return args, leaves
 
 
-def answer_grads(out, leaves: Sequence[torch.Tensor | None]) -> list[torch.Tensor | None]:
-    """The gradient the answer's result gives each leaf (None: none reaches it). Of a result of several tensors
-    (attention's output and its weights) the first is the one a model is trained through."""
+def answer_grads(out, leaves: Sequence[torch.Tensor | None], outputs: int = 1) -> list[torch.Tensor | None]:
+    """The gradient the answer's result gives each leaf (None: none reaches it), through the first ``outputs``
+    tensors of the result (a model is trained through an LSTM cell's h and c, not through attention's weights)."""
     present = [leaf for leaf in leaves if leaf is not None]
-    out = next(iter(tensors_in(out)), None)
-    if not (isinstance(out, torch.Tensor) and out.is_floating_point() and out.requires_grad and present):
+    trained = [t for t in tensors_in(out)[:outputs] if t.is_floating_point() and t.requires_grad]
+    if not (trained and present):
         return [None] * len(leaves)
     # A -inf score where the mask forbids (or any value that is not finite) gets weight 0: the softmax after it
     # gives it weight 0 too, so no gradient of a real loss passes through it, whichever way it was written
-    weighted = torch.where(out.isfinite(), out * cotangent(out), torch.zeros((), dtype=out.dtype, device=out.device))
-    found = iter(torch.autograd.grad(weighted.sum(), present, allow_unused=True))
+    total = sum(torch.where(t.isfinite(), t * cotangent(t), torch.zeros((), dtype=t.dtype, device=t.device)).sum()
+                for t in trained)
+    found = iter(torch.autograd.grad(total, present, allow_unused=True))
     return [None if leaf is None else next(found) for leaf in leaves]
 
 
@@ -123,7 +125,7 @@ def reference_grads(check, args: tuple, kwargs: dict, wide: bool = True) -> list
     args, leaves = tracked(args, check.grad_of)
     with torch.enable_grad():
         out = check.reference(*args, **kwargs)
-        grads = [None if g is None else g.detach() for g in answer_grads(out, leaves)]
+        grads = [None if g is None else g.detach() for g in answer_grads(out, leaves, check.trained_outputs)]
     if key is not None:
         _REMEMBERED[key] = grads
         if len(_REMEMBERED) > REMEMBERED:

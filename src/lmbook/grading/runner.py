@@ -256,7 +256,8 @@ def _probe_call(fn, probe: dict, arrays: dict, out: dict, device, check) -> dict
             watch = Guarded(check, strict=True) if check is not None else None  # what the answer calls
             result = call_once(fn, args, kwargs, int(case.get("seed", 0)), around=watch, device=device,
                                grad_of=check.grad_of if check is not None else (),
-                               stand_ins=check.builds_on if check is not None else ())
+                               stand_ins=check.builds_on if check is not None else (),
+                               trained_outputs=check.trained_outputs if check is not None else 1)
             found = found or (watch.found if watch is not None else None)
             tampered = tampered or (watch.tampered if watch is not None else None)
             results[case["id"]] = reply_of(result, case["id"], out)

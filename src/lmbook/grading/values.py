@@ -242,7 +242,7 @@ def seed_all(seed: int) -> None:
 
 def call_once(fn, args: Sequence, kwargs: dict, seed: int, around: AbstractContextManager | None = None,
               device: torch.device | str = "cpu", grad_of: Sequence[int] = (),
-              stand_ins: Sequence[tuple[str, Callable]] = ()) -> dict:
+              stand_ins: Sequence[tuple[str, Callable]] = (), trained_outputs: int = 1) -> dict:
     """Call a student's function as both the kernel and the grader do, with torch's RNG seeded first.
 
     Returns ``{"out": result}`` or ``{"raised": "TypeError: ...\\nin fn, line 3: ..."}`` (the exception, then the
@@ -253,7 +253,8 @@ def call_once(fn, args: Sequence, kwargs: dict, seed: int, around: AbstractConte
     The result is made plain (:func:`round_trip`, onto ``device``) inside ``around``: a tensor subclass that
     would compute its value only when it is read computes it under the watch.
     ``grad_of``: the arguments a gradient must reach; they are passed tracked by autograd, and ``"grads"`` holds
-    the gradient the result gives each (None where none does), or the backward pass's error (:mod:`.gradients`).
+    the gradient the result gives each (None where none does), or the backward pass's error (:mod:`.gradients`);
+    ``trained_outputs``: how many of the result's tensors it is taken through.
     ``stand_ins``: the earlier tasks' functions the answer may call, bound to right versions while it runs
     (:mod:`.earlier`).
     """
@@ -267,7 +268,7 @@ def call_once(fn, args: Sequence, kwargs: dict, seed: int, around: AbstractConte
             if grad_of:  # the backward pass runs the answer's code too (a custom autograd.Function)
                 try:
                     result["grads"] = [None if g is None else round_trip(g, device)
-                                       for g in gradients.answer_grads(out, leaves)]
+                                       for g in gradients.answer_grads(out, leaves, trained_outputs)]
                 except Exception as e:  # noqa: BLE001 - the student's backward pass failing is their result
                     result["grads"] = _raised(e).splitlines()[0]
             result["out"] = round_trip(out, device)

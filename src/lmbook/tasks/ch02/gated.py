@@ -49,7 +49,8 @@ LSTM_CELL = Check(
     task="lstm_cell",
     what="the LSTM cell, equal to torch.nn.LSTMCell given the same weights",
     reference=_lstm_ref,
-    grad_of=(0, 1, 2, 3, 4, 5, 6),  # x, h, c and the weights, through h: an LSTM is trained through its cell
+    grad_of=(0, 1, 2, 3, 4, 5, 6),  # x, h, c and the weights: an LSTM is trained through its cell
+    trained_outputs=2,  # through h and c: the cell state carries the gradient across time steps
     compare=compare_parts("h", "c", nan_hint=OVERFLOW_HINT),
     cases=[Case("batch 3, input 4, hidden 5", _gated_case(3, 4, 5, 4, lstm=True)),
            Case("batch 2, input 6, hidden 2", _gated_case(2, 6, 2, 4, lstm=True))],

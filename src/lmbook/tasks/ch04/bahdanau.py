@@ -97,6 +97,7 @@ BAHDANAU_STEP = Check(
          "logits = W_o [c; s_t] + b_o",
     reference=_step_ref,
     grad_of=(1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13),  # s_prev, H and every weight: trained through its steps
+    trained_outputs=2,  # the logits and s_t, which the next step reads; not α, returned to be plotted
     builds_on=(("additive_scores", earlier.additive_scores), ("attend", earlier.attend)),
     # α_t, then s_t, then the logits
     compare=compare_parts("logits", "s_t", "alpha", order=(2, 1, 0), nan_hint=OVERFLOW_HINT),

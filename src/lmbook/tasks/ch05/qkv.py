@@ -68,6 +68,8 @@ QKV = Check(
     what="Q = X W_qᵀ + b_q, K = X W_kᵀ + b_k, V = X W_vᵀ + b_v, with W as nn.Linear stores it (d_out, d)",
     reference=_qkv_ref,
     compare=compare_parts("Q", "K", "V", rtol=1e-4, atol=1e-4, tuple_only=True),
+    grad_of=(0, 1, 2, 3, 4, 5, 6),  # X and the six weights and biases: attention is trained through them
+    trained_outputs=3,  # through Q, K and V alike
     cases=_qkv_cases(hidden=False),
     hidden_cases=_qkv_cases(hidden=True),
     mutants=[
