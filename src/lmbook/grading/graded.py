@@ -12,18 +12,6 @@ from dataclasses import dataclass, field
 DEFAULT_TIMEOUT = 300.0
 
 
-class NotebookConfigError(ValueError):
-    """The instructor's notebook is not in the form the judge grades (a bug in the course, not the student)."""
-
-
-@dataclass(frozen=True)
-class Call:
-    task: str
-    fn: str
-    hidden: bool
-    seed: int
-
-
 @dataclass
 class Verdict:
     passed: bool

@@ -29,9 +29,7 @@ from . import sandbox, static, values
 from .checks import Check, case_inputs, case_seed, planned
 from .graded import (  # noqa: F401 - the judge's own names too
     DEFAULT_TIMEOUT,
-    Call,
     Graded,
-    NotebookConfigError,
     ReferenceFailed,
     Verdict,
     is_test_cell,
@@ -49,6 +47,18 @@ from .verdict import (
 )
 
 CPU = torch.device("cpu")
+
+
+class NotebookConfigError(ValueError):
+    """The instructor's notebook is not in the form the judge grades (a bug in the course, not the student)."""
+
+
+@dataclass(frozen=True)
+class Call:
+    task: str
+    fn: str
+    hidden: bool
+    seed: int
 
 
 # ----------------------------------------------------------------------------- reading the notebook
