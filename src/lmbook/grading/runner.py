@@ -474,8 +474,9 @@ def main(job_dir: Path) -> None:
 
 
 def _notebook(job: dict, replies, messages, hidden: dict[int, tuple[int, int]]) -> None:
-    # Every module of the grader's, before any student code: `lmbook` and `lmbook.grading` load theirs on first
-    # use (the nbgrader steps need no torch), and a first use under student code would run on its stack.
+    # Every module of the grader's, before any student code: `lmbook` loads its device helpers on first use and
+    # `lmbook.grading` imports nothing (the nbgrader steps need no torch); a first import under student code
+    # would run on its stack.
     import lmbook.device  # noqa: F401
     import lmbook.grading.checks  # noqa: F401
     from lmbook.grading import audit, watch
